@@ -116,18 +116,20 @@ class BootstrapResult:
         return float(factor * (np.sqrt(n / (n - 1)) if self.method != "residuals" else 1.0))
 
     def ci(self, name: str, level: float = 0.95) -> tuple[float, float]:
-        """Percentile CI of parameter ``name``, widened by :meth:`inflation` (C_mid in log)."""
+        """Percentile CI of parameter ``name`` widened by :meth:`inflation` around the replicate
+        median; B and C_mid (positive, skewed) are handled in log space, A is capped at 1."""
         values = getattr(self, name)
-        values = values[np.isfinite(values)]
+        values = values[np.isfinite(values) & ((values > 0) if name != "A" else True)]
         if values.size == 0:
             return (float("nan"), float("nan"))
-        if name == "C_mid":
+        log = name in ("B", "C_mid")
+        if log:
             values = np.log(values)
         q = (1 - level) / 2
         lo, mid, hi = np.quantile(values, [q, 0.5, 1 - q])
         f = self.inflation(level)
         lo, hi = mid + f * (lo - mid), mid + f * (hi - mid)
-        if name == "C_mid":
+        if log:
             lo, hi = np.exp(lo), np.exp(hi)
         if name == "A":
             hi = min(hi, 1.0)

@@ -6,8 +6,8 @@ Used by the tests, the benchmark and for trying ``rlablate analyze`` without a G
 
 Each run's eval pass rate follows the ScaleRL curve (arXiv 2510.13786, Eq. 1)
 ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` plus eval noise; with ``n_items`` set, the noise
-comes from simulated items (k samples each, item difficulty as a logit offset) and the per-item
-fractions are written to ``eval_items.jsonl``.
+comes from simulated items (k samples each; each item has its own start and ceiling, averaging
+to R0 and A) and the per-item fractions are written to ``eval_items.jsonl``.
 """
 from __future__ import annotations
 
@@ -49,11 +49,22 @@ class RunSpec:
     extra: dict = field(default_factory=dict)
 
 
-def simulate_items(p: float, difficulty: np.ndarray, k: int, rng) -> np.ndarray:
-    """Per-item fraction of k samples correct; item i succeeds w.p. sigmoid(logit(p) + d_i)."""
-    p = float(np.clip(p, 1e-4, 1 - 1e-4))
-    logits = np.log(p / (1 - p)) + difficulty
-    return rng.binomial(k, 1 / (1 + np.exp(-logits))) / k
+def simulate_items(frac: float, r0_i: np.ndarray, a_i: np.ndarray, k: int, rng) -> np.ndarray:
+    """Per-item fraction of k samples correct at curve progress ``frac`` in [0, 1].
+
+    Item i succeeds with probability r0_i + (a_i - r0_i) * frac: its own start and ceiling, the
+    shared sigmoid in compute. The item-population mean is then exactly the ScaleRL curve with
+    R0 = mean(r0_i) and A = mean(a_i), so the synthetic truth is known."""
+    return rng.binomial(k, np.clip(r0_i + (a_i - r0_i) * frac, 0.0, 1.0)) / k
+
+
+def draw_items(curve: CurveSpec, n_items: int, rng, spread: float = 0.15):
+    """Item starts and ceilings around (R0, A), kept inside [0, 1] and centred exactly."""
+    r0_i = np.clip(curve.R0 + rng.normal(0, spread, n_items), 0.02, 0.98)
+    r0_i += curve.R0 - r0_i.mean()
+    gain = np.clip(curve.A - curve.R0 + rng.normal(0, spread, n_items), 0.0, 1.0 - r0_i)
+    gain *= (curve.A - curve.R0) / max(gain.mean(), 1e-9)
+    return r0_i, np.minimum(r0_i + gain, 1.0)
 
 
 def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
@@ -63,7 +74,7 @@ def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
     rng = np.random.default_rng(spec.seed)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(spec.config, sort_keys=True))
     last = spec.steps if spec.diverged_step is None else spec.diverged_step
-    difficulty = {s: rng.normal(0, 1.0, spec.n_items) for s in spec.curves} if spec.n_items else {}
+    items = {s: draw_items(c, spec.n_items, rng) for s, c in spec.curves.items()} if spec.n_items else {}
     rows, item_rows, final = [], [], None
     for step in range(0, last + 1):
         flops = step * spec.flops_per_step
@@ -77,7 +88,8 @@ def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
         for name, c in spec.curves.items():
             p = float(predict_reward(flops, c.A, c.B, c.C_mid, c.R0))
             if spec.n_items:
-                correct = simulate_items(p, difficulty[name], spec.k, rng)
+                frac = float(predict_reward(flops, 1.0, c.B, c.C_mid, 0.0))
+                correct = simulate_items(frac, *items[name], spec.k, rng)
                 item_rows.append({"step": step, "set": name, "correct": correct.round(4).tolist()})
                 rate, se, n = correct.mean(), correct.std(ddof=1) / np.sqrt(correct.size), correct.size
             else:

@@ -1,0 +1,95 @@
+"""The ``analyze`` subcommand: ``rlablate analyze RESULTS_DIR`` or ``python -m analysis RESULTS_DIR``.
+
+    rlablate analyze results/my_sweep --by algo.name --fit-start 0.05 --bootstrap 1000 --seed 0
+
+``add_analyze_parser(subparsers)`` registers the subcommand on an argparse subparsers object
+(the harness CLI wires it in); ``run_analyze(args)`` runs it and returns an exit code: 0 on
+success, 2 when the input cannot be analysed (the reason goes to stderr, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis.bootstrap import METHODS
+from analysis.compare import DEFAULT_MARGIN
+from analysis.fit import FitError
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), got {text}")
+    return value
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the analyze arguments to ``parser``."""
+    parser.add_argument("results_dir", metavar="RESULTS_DIR",
+                        help="a run directory, a sweep directory (results/<sweep>/) or a parent "
+                             "of several sweeps")
+    parser.add_argument("--by", nargs="+", action="extend", metavar="AXIS",
+                        help="config columns that define the compared variants, e.g. "
+                             "algo.name or algo.advantage (default: the config columns that "
+                             "vary across runs, excluding seed and scale)")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default RESULTS_DIR/analysis)")
+    parser.add_argument("--fit-start", type=_fraction, metavar="FRACTION", default=None,
+                        help="fit only eval points with compute >= FRACTION * max compute "
+                             "(ScaleRL starts after ~1.5k GPU-h, about one epoch); default: all")
+    parser.add_argument("--fit-start-step", type=int, metavar="STEP", default=None,
+                        help="fit only eval points with step >= STEP")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                        help="bootstrap replicates for the CIs (0 disables; default 1000)")
+    parser.add_argument("--bootstrap-method", choices=METHODS, default="auto",
+                        help="auto: seeds when a group has >= 2 runs, else items when "
+                             "eval_items.jsonl exists, else residuals")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
+    parser.add_argument("--eval-set", default=None,
+                        help="eval set for the leaderboard and comparisons (default in_dist)")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                        help="A difference below which B decides (ScaleRL: 0.02)")
+    parser.add_argument("--extrapolate", type=_fraction, default=0.5, metavar="FRACTION",
+                        help="extrapolation check: fit on the first FRACTION of compute")
+    parser.add_argument("--seed-col", default=None, help="config column of the seed")
+    parser.add_argument("--scale-col", default=None,
+                        help="config column of the model scale ('none' to disable)")
+    parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
+                        help="fit groups only, not every run")
+    return parser
+
+
+def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``analyze`` on an ``argparse`` subparsers object; sets ``func=run_analyze``."""
+    parser = subparsers.add_parser("analyze", help="fit ScaleRL curves and write a report",
+                                   description=__doc__.splitlines()[0])
+    configure_parser(parser)
+    parser.set_defaults(func=run_analyze)
+    return parser
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """Run the analysis described by parsed ``args``; print where the report went."""
+    from analysis.report import AnalysisOptions, run_analysis
+
+    opt = AnalysisOptions(results_dir=args.results_dir, out=args.out, by=args.by,
+                          fit_start=args.fit_start, fit_start_step=args.fit_start_step,
+                          n_boot=args.bootstrap, boot_method=args.bootstrap_method,
+                          seed=args.seed, eval_set=args.eval_set, margin=args.margin,
+                          extrapolate=args.extrapolate, seed_col=args.seed_col,
+                          scale_col=args.scale_col, per_run=args.per_run)
+    try:
+        done = run_analysis(opt)
+    except (FileNotFoundError, FitError, NotADirectoryError) as exc:
+        print(f"rlablate analyze: error: {exc}", file=sys.stderr)
+        return 2
+    res = done["results"]
+    print(f"analysed {len(res.runs)} runs ({len(res.issues)} load issues); "
+          f"report: {done['out'] / 'report.md'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m analysis``."""
+    parser = configure_parser(argparse.ArgumentParser(prog="python -m analysis",
+                                                      description=__doc__.splitlines()[0]))
+    return run_analyze(parser.parse_args(argv))
