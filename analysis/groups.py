@@ -22,7 +22,9 @@ from analysis.load import Results, exclusion_reason, load_eval_items
 SEED_NAMES = ("run.seed", "seed", "train.seed")
 SCALE_NAMES = ("model.scale", "scale", "model.size")
 PREFERRED_VARIANT = ("algo.name", "algo.preset", "preset", "algo", "algorithm")
-PER_RUN_PATTERN = re.compile(r"^run\.(name|id|run_id)$|(^|[._])(dir|path|output)$")
+#: bookkeeping keys that never define a variant (the harness leaves the same keys out of run_id)
+PER_RUN_PATTERN = re.compile(
+    r"^run\.(name|id|run_id|sweep|results_dir|cache_dir|threads)$|(^|[._])(dir|path|output)$")
 ALL = "all"
 
 
@@ -119,6 +121,11 @@ def assign_groups(results: Results, axes: Axes) -> pd.DataFrame:
     runs = results.runs.copy()
     runs["variant"] = [label_variant({c: r[c] for c in axes.variant}) for _, r in runs.iterrows()]
     runs["scale_value"] = runs[axes.scale].astype(str) if axes.scale else ALL
+    if axes.scale and "model.path" in runs.columns:
+        # a pretrained model's size is named by its path (harness: model.scale = "pretrained")
+        named = (runs["scale_value"] == "pretrained") & runs["model.path"].notna()
+        runs.loc[named, "scale_value"] = [str(p).rstrip("/").split("/")[-1]
+                                          for p in runs.loc[named, "model.path"]]
     runs["excluded"] = [exclusion_reason(r) for _, r in runs.iterrows()]
     return runs
 

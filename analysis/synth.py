@@ -132,11 +132,13 @@ def write_demo_sweep(root: str | Path, *, algos: dict | None = None, scales=("0.
     ``algos`` maps name -> (A_in_dist, B, A_held_out) at the smallest scale; larger scales add
     +0.05 to R0 and A, and the two last algorithms swap order at the largest scale so that the
     scale analysis has a rank inversion to find. Each seed's A is jittered by ``a_jitter``.
+    Compute is ~1e12 FLOPs per step and C_mid is at a fifth of the run.
     """
     algos = algos or {"grpo": (0.62, 1.8, 0.41), "dapo": (0.66, 1.6, 0.42),
                       "cispo": (0.70, 2.0, 0.43), "dr_grpo": (0.64, 1.2, 0.42)}
     names = list(algos)
     paths = []
+    c_mid = 0.2 * steps * 1e12  # the runs end at 5 x C_mid (ScaleRL's ran to ~4-10 x)
     for si, scale in enumerate(scales):
         for ai, algo in enumerate(names):
             a_in, b, a_out = algos[algo]
@@ -147,9 +149,9 @@ def write_demo_sweep(root: str | Path, *, algos: dict | None = None, scales=("0.
                 rng = np.random.default_rng(1000 * si + 100 * ai + seed)
                 shift = 0.05 * si
                 curves = {"in_dist": CurveSpec(a_in + shift + rng.normal(0, a_jitter), b,
-                                               8e13, 0.30 + shift),
+                                               c_mid, 0.30 + shift),
                           "held_out": CurveSpec(a_out + shift + rng.normal(0, a_jitter), b,
-                                                8e13, 0.35 + shift)}
+                                                c_mid, 0.35 + shift)}
                 spec = RunSpec(config=make_config(algo, scale, seed), curves=curves, steps=steps,
                                eval_every=eval_every, flops_per_step=1e12 * (1 + 0.01 * seed),
                                n_items=n_items, seed=int(rng.integers(1 << 31)))

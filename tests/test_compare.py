@@ -1,0 +1,100 @@
+"""ScaleRL comparison rule, extrapolation error, eval-set resolution, OXRL spreads and the
+cross-scale ranking (analysis/compare.py, analysis/leaderboard.py)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.bootstrap import CurveData, RunCurve, fit_curve_data
+from analysis.compare import (check_extrapolation, compare_fits, mark_resolution,
+                              resolvable_difference)
+from analysis.fit import predict_reward
+from analysis.leaderboard import rank_across_scales, spread_of_gains
+
+R0 = 0.3
+STEPS = np.arange(1, 31)
+COMPUTE = STEPS * 8 * 2542.0 / 30
+
+
+def group(label, a, b, c_mid=2542.0, sigma=0.0, seed=0, n=2):
+    rng = np.random.default_rng(seed)
+    runs = [RunCurve(f"{label}{s}", STEPS, COMPUTE,
+                     predict_reward(COMPUTE, a, b, c_mid, R0) + rng.normal(0, sigma, STEPS.size),
+                     np.full(STEPS.size, 0.01), R0, 0.01) for s in range(n)]
+    return CurveData(label, runs)
+
+
+def test_large_A_difference_is_decided_by_A():
+    g1, g2 = group("x", 0.66, 1.2), group("y", 0.61, 2.5)
+    c = compare_fits("x", fit_curve_data(g1), g1, "y", fit_curve_data(g2), g2)
+    assert c.decided_by == "A" and c.winner == "x"
+    assert c.delta == pytest.approx(0.05, abs=1e-4)
+    assert "wins on A" in c.describe()
+
+
+def test_A_within_margin_is_decided_by_B_at_the_shared_A():
+    """Same A (0.61 vs 0.62 < 0.02): the one with the higher B (ScaleRL: CISPO 2.01 vs DAPO 1.77
+    in their leave-one-out study) wins although its A is lower."""
+    cispo, dapo = group("cispo", 0.61, 2.01), group("dapo", 0.62, 1.77)
+    c = compare_fits("cispo", fit_curve_data(cispo), cispo, "dapo", fit_curve_data(dapo), dapo)
+    assert c.decided_by == "B" and c.winner == "cispo"
+    assert c.A_shared == pytest.approx(0.615, abs=1e-4)
+    assert c.B_first > c.B_second
+    assert "refit at shared A" in c.describe()
+    # with a tighter margin the same pair is decided by A, and dapo wins
+    c = compare_fits("cispo", fit_curve_data(cispo), cispo, "dapo", fit_curve_data(dapo), dapo,
+                     margin=0.005)
+    assert c.decided_by == "A" and c.winner == "dapo"
+
+
+def test_extrapolation_error_is_a_number():
+    exact = check_extrapolation(group("g", 0.61, 1.92), fit_fraction=0.5)
+    assert exact["n_fit"] == 2 * 15 and exact["n_heldout"] == 15
+    assert exact["rmse"] < 1e-6 and exact["max_abs_error"] < 1e-6
+    noisy = check_extrapolation(group("g", 0.61, 1.92, sigma=0.01, seed=3, n=3), fit_fraction=0.5)
+    assert 0.0 < noisy["rmse"] < 0.03 and noisy["max_abs_error"] >= noisy["rmse"]
+    assert abs(noisy["dA"]) < 0.05
+
+
+def test_extrapolation_with_too_little_data_says_why():
+    rec = check_extrapolation(group("g", 0.61, 1.92), fit_fraction=0.05)
+    assert np.isnan(rec["rmse"]) and "refused" in rec["message"] and "too few points" in rec["message"]
+
+
+def test_resolvable_difference_and_marking():
+    assert resolvable_difference(0.02, 0.02) == pytest.approx(1.959964 * np.sqrt(2) * 0.02, rel=1e-5)
+    # 256 items, pass rate ~0.5, k=1: se = 0.5 / 16 = 0.03125 -> resolvable ~0.087
+    table = pd.DataFrame({"v": ["a", "b", "c"], "rate": [0.60, 0.55, 0.40],
+                          "se": [0.03125, 0.03125, 0.03125]})
+    marks = mark_resolution(table, "rate", "se", "v").set_index(["first", "second"])
+    assert marks.loc[("a", "b"), "verdict"] == "not resolved"
+    assert marks.loc[("a", "c"), "verdict"] == "resolved"
+    assert marks.loc[("a", "b"), "resolvable"] == pytest.approx(0.0866, abs=1e-3)
+
+
+def test_rank_across_scales_kendall_and_inversions():
+    board = pd.DataFrame({
+        "scale": ["1m"] * 3 + ["4m"] * 3,
+        "variant": ["grpo", "dapo", "cispo", "cispo", "dapo", "grpo"],
+        "rank": [1, 2, 3, 1, 2, 3],
+        "A": [0.70, 0.65, 0.60, 0.75, 0.74, 0.62]})
+    ranks, taus, flips = rank_across_scales(board)
+    assert taus["kendall_tau"].item() == pytest.approx(-1.0)
+    assert len(flips) == 3  # every pair flips
+    flips = flips.set_index(["first", "second"])
+    assert not flips.loc[("cispo", "grpo"), "within_margin"]
+    assert flips.loc[("cispo", "dapo"), "within_margin"]  # 0.01 apart at 4m: not a firm flip
+    assert ranks.set_index("variant").loc["cispo", "4m"] == 1
+
+
+def test_spread_of_gains_and_ratio():
+    """OXRL's numbers: spread 19.33 pp in-distribution, 0.54 pp held-out -> ratio ~36."""
+    gains = pd.DataFrame({
+        "scale": ["7B"] * 4, "variant": ["a", "b", "a", "b"],
+        "eval_set": ["in_dist", "in_dist", "held_out", "held_out"],
+        "gain": [0.2, 0.2 - 0.1933, 0.010, 0.010 - 0.0054], "fit_gain": [0.3, 0.1, 0.02, 0.01]})
+    spreads = spread_of_gains(gains).set_index("eval_set")
+    assert spreads.loc["in_dist", "spread_gain"] == pytest.approx(0.1933)
+    assert spreads.loc["held_out", "spread_gain"] == pytest.approx(0.0054)
+    assert spreads.loc["held_out", "ratio_spread_gain"] == pytest.approx(35.8, abs=0.1)
+    assert spreads.loc["held_out", "ratio_spread_fit_gain"] == pytest.approx(20.0)
+    assert spreads.loc["in_dist", "best"] == "a"
