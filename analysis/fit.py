@@ -119,7 +119,7 @@ class BatchFit:
 def predict_reward(compute, A, B, C_mid, R0) -> np.ndarray:
     """R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B); R(0) = R0. Broadcasts over all arguments."""
     c = np.asarray(compute, dtype=float)
-    with np.errstate(divide="ignore", over="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         z = B * (np.log(np.where(c > 0, c, np.nan)) - np.log(C_mid))
         frac = 0.5 * (1.0 + np.tanh(0.5 * z))  # numerically safe logistic
     frac = np.where(c > 0, frac, 0.0)
