@@ -49,6 +49,7 @@ class RunCurve:
     r0_stderr: float
     items: np.ndarray | None = None  # (n, N) per-item fraction correct at each step
     r0_items: np.ndarray | None = None  # (N,)
+    notes: list[str] = field(default_factory=list)  # e.g. eval points dropped for NaN
 
 
 @dataclass
@@ -145,14 +146,21 @@ def build_run_curve(run_evals: pd.DataFrame, items: dict | None = None,
     df = run_evals.sort_values("step")
     run_id = str(df["run_id"].iloc[0])
     start = df[df["step"] == 0]
-    if start.empty:
+    if start.empty or not np.isfinite(start["pass_rate"].iloc[0]):
         raise FitError(f"run {run_id}: no step-0 eval, so R0 (the warm start) is unknown")
     rest = df[df["step"] > 0]
+    bad = ~np.isfinite(rest["pass_rate"].to_numpy(float)) | ~np.isfinite(
+        rest["compute"].to_numpy(float))
+    notes = []
+    if bad.any():
+        notes.append(f"run {run_id}: dropped {int(bad.sum())} eval point(s) with a missing/NaN "
+                     f"pass rate or compute (steps {rest['step'][bad].tolist()})")
+        rest = rest[~bad]
     curve = RunCurve(run_id=run_id, steps=rest["step"].to_numpy(int),
                      compute=rest["compute"].to_numpy(float), y=rest["pass_rate"].to_numpy(float),
                      stderr=rest["stderr"].to_numpy(float),
                      r0=float(start["pass_rate"].iloc[0]),
-                     r0_stderr=float(start["stderr"].iloc[0]))
+                     r0_stderr=float(start["stderr"].iloc[0]), notes=notes)
     if items and eval_set is not None:
         keys = [(int(s), eval_set) for s in [0, *curve.steps]]
         arrays = [items.get(k) for k in keys]
@@ -170,7 +178,7 @@ def window_curve(curve: CurveData, window: FitWindow) -> CurveData:
         keep = window.select(np.append(r.compute, c_max), np.append(r.steps, 10**12))[:-1]
         runs.append(RunCurve(r.run_id, r.steps[keep], r.compute[keep], r.y[keep], r.stderr[keep],
                              r.r0, r.r0_stderr, None if r.items is None else r.items[keep],
-                             r.r0_items))
+                             r.r0_items, list(r.notes)))
     return CurveData(curve.label, runs, window)
 
 

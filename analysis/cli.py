@@ -30,7 +30,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "of several sweeps")
     parser.add_argument("--by", nargs="+", action="extend", metavar="AXIS",
                         help="config columns that define the compared variants, e.g. "
-                             "algo.name or algo.advantage (default: the config columns that "
+                             "algo.preset or algo.clip_high (default: the config columns that "
                              "vary across runs, excluding seed and scale)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default RESULTS_DIR/analysis)")
     parser.add_argument("--fit-start", type=_fraction, metavar="FRACTION", default=None,

@@ -97,7 +97,10 @@ def check_extrapolation(curve: CurveData, fit_fraction: float = 0.5,
     part_window = FitWindow(window.start_fraction, window.start_step, fit_fraction)
     part = window_curve(curve, part_window)
     full = window_curve(curve, window)
-    c_max = max(float(r.compute.max()) for r in curve.runs if r.compute.size)
+    c_max = max((float(r.compute.max()) for r in curve.runs if r.compute.size), default=0.0)
+    if c_max <= 0:
+        rec["message"] = "no eval points after step 0"
+        return rec
     mean = full.mean_curve()
     later = mean[mean["compute"] > fit_fraction * c_max]
     rec["n_heldout"] = int(len(later))

@@ -290,7 +290,8 @@ def fit_curves_batch(log_c, Y, R0, W=None, fixed_A=None, *, init=None,
     eps = 1e-6
     at_b = (theta[:, 1] <= lo[:, 1] + eps) | (theta[:, 1] >= hi[:, 1] - eps)
     at_m = (theta[:, 2] <= m_lo + eps) | (theta[:, 2] >= m_hi - eps)
-    at_d = theta[:, 0] <= 1e-6 + eps if fixed_d is None else np.zeros(R, bool)
+    at_d = ((theta[:, 0] <= 1e-6 + eps) | (theta[:, 0] >= d_hi - eps) if fixed_d is None
+            else np.zeros(R, bool))
     at_bound = at_b | at_m | at_d
     return BatchFit(A=R0 + theta[:, 0], B=theta[:, 1], C_mid=np.exp(theta[:, 2] + xc), R0=R0,
                     sse=sse, converged=conv & ~at_bound, at_bound=at_bound)
@@ -387,5 +388,7 @@ def _describe_bound(res: BatchFit, i: int) -> str:
         return f"B hit its bound ({res.B[i]:.3g}); the curve shape is not identified"
     if res.A[i] - res.R0[i] <= 2e-6:
         return "A collapsed onto R0: no gain"
+    if res.A[i] >= 1.0 - 1e-6:
+        return "A hit its upper bound 1: the points show no saturation, so A is not identified"
     return (f"C_mid hit its bound ({res.C_mid[i]:.3g}); the data do not reach the curve's "
             "midpoint, so A is an extrapolation")

@@ -54,7 +54,15 @@ class GroupFit:
 
     @property
     def label(self) -> str:
+        if self.level == "run" and self.run_ids:
+            return self.run_ids[0]
         return self.variant if self.scale == ALL else f"{self.variant} @ {self.scale}"
+
+    @property
+    def notes(self) -> str:
+        """Data notes (dropped points) and why the fit or its CIs were refused, if they were."""
+        return "; ".join([n for r in self.curve.runs for n in r.notes]
+                         + ([self.error] if self.error else []))
 
 
 def _first_present(candidates, columns) -> str | None:
@@ -198,8 +206,9 @@ def fits_table(fits: list[GroupFit]) -> pd.DataFrame:
     """One row per fit (groups and runs) for ``fits.csv``."""
     rows = []
     for gf in fits:
-        rec = summarise_fit(gf.label, gf.fit, gf.boot, gf.error)
-        rec["message"] = "; ".join(filter(None, [rec["message"], gf.error if gf.fit else None]))
+        rec = summarise_fit(gf.label, gf.fit, gf.boot, gf.notes)
+        if gf.fit is not None:
+            rec["message"] = "; ".join(filter(None, [rec["message"], gf.notes]))
         rows.append({"level": gf.level, "variant": gf.variant, "scale": gf.scale,
                      "eval_set": gf.eval_set, "n_runs": len(gf.run_ids),
                      "runs": " ".join(gf.run_ids), **rec})

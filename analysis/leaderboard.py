@@ -89,8 +89,9 @@ def _board_row(rank, g: GroupFit, groups: pd.DataFrame, eval_set: str) -> dict:
         rec[f"{name}_lo"], rec[f"{name}_hi"] = lo, hi
     rec["R0"] = g.fit.R0 if g.fit else np.nan
     rec["rmse"] = g.fit.rmse if g.fit else np.nan
+    rec["converged"] = bool(g.fit.converged) if g.fit else False
     rec["ci_method"] = g.boot.method if g.boot is not None else ""
-    rec["note"] = g.error or (g.fit.message if g.fit else "")
+    rec["note"] = "; ".join(filter(None, [g.fit.message if g.fit else "", g.notes]))
     return rec
 
 

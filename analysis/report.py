@@ -189,7 +189,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         f"percentile CIs widened for few resampled units. Comparison margin on A: {opt.margin}.")
     r.h(f"Leaderboard ({primary})")
     cols = ["scale", "rank", "variant", "n_runs", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi",
-            "C_mid", "R0", "final", "final_se", "ci_method", "note"]
+            "C_mid", "R0", "final", "final_se", "converged", "ci_method", "note"]
     r.table(t["leaderboard"].reindex(columns=cols))
     r.image(figures["leaderboard"], "Asymptote A and exponent B with 95% CIs, per scale")
     r.h("Comparisons (ScaleRL rule)")

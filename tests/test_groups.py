@@ -71,3 +71,26 @@ def test_one_seed_group_with_a_seed_bootstrap_gets_a_clear_note(tmp_path):
     assert "seed bootstrap needs >= 2 runs" in group.error
     run = next(g for g in fits if g.level == "run" and g.eval_set == "in_dist")
     assert run.boot is not None and run.boot.method == "residuals"
+
+
+def test_nan_eval_points_are_dropped_with_a_note_and_linear_rise_is_flagged(tmp_path):
+    import json
+
+    import yaml
+
+    from analysis.load import load_results
+    d = tmp_path / "s" / "r"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump({"algo": {"preset": "grpo"}, "run": {"seed": 0}}))
+    rows = [{"kind": "eval", "step": s, "compute/flops": s * 1e12,
+             "eval/in_dist/pass@1": None if s == 30 else 0.3 + 0.003 * s,
+             "eval/in_dist/stderr": 0.01} for s in range(0, 101, 10)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "summary.json").write_text(json.dumps({"status": "finished"}))
+    res = load_results(tmp_path)
+    fits = fit_all(res, detect_axes(res), window=FitWindow(), n_boot=0)
+    group = next(g for g in fits if g.level == "group")
+    assert group.fit is not None and group.fit.n_points == 9  # 10 points, one NaN dropped
+    assert "dropped 1 eval point(s)" in group.notes and "[30]" in group.notes
+    # a straight line never saturates: A runs to its bound and the fit says so
+    assert not group.fit.converged and "no saturation" in group.fit.message
