@@ -242,8 +242,9 @@ def draw_replicates(curve: CurveData, method: str, n_boot: int, rng: np.random.G
                     point: FitResult | None = None, item_seed: int = 0):
     """Targets Y (R, n), weights W (R, n) or None, and R0 (R,) of ``n_boot`` replicates.
 
-    Item draws come from :func:`item_weights` (seeded by ``item_seed`` + the run's position in
-    the group), so the s-th run of every group shares its item draws."""
+    Item draws come from :func:`item_weights`: every run scored on N items gets the same draw
+    (the harness evaluates all runs on one fixed item set), so item noise is paired across runs
+    and groups, as it is in the data."""
     c, y, se, idx = curve.pooled()
     S = curve.n_runs
     r0 = np.array([r.r0 for r in curve.runs])
@@ -267,7 +268,7 @@ def draw_replicates(curve: CurveData, method: str, n_boot: int, rng: np.random.G
         return np.broadcast_to(y, (n_boot, y.size)), W, R0
     Ys, R0s = [], np.zeros((n_boot, S))
     for s, run in enumerate(curve.runs):
-        q = item_weights(item_seed + s, run.r0_items.size, n_boot)  # (R, N)
+        q = item_weights(item_seed, run.r0_items.size, n_boot)  # (R, N), same items for all
         Ys.append(matmul_rows(q, run.items.T) if run.items is not None else np.zeros((n_boot, 0)))
         R0s[:, s] = matmul_rows(q, run.r0_items[:, None])[:, 0]
     return np.hstack(Ys), W, (counts * R0s).sum(axis=1) / counts.sum(axis=1)
