@@ -46,7 +46,8 @@ def test_parameter_recovery_with_noise(c_mid, b, a):
     """sigma = 0.01, 25 points up to 8 x C_mid, 200 seeded trials per ScaleRL Table 1 case.
 
     Measured (this fitter == SciPy's optimum, see the next test): median |dA| 0.0030 / 0.0030 /
-    0.0037 and worst 0.0146 / 0.0147 / 0.0170 for the three cases; ~96% of trials within 0.01.
+    0.0037 and worst 0.0146 / 0.0147 / 0.0170 for the three cases; 96% / 96% / 91% of trials
+    within 0.01.
     The worst case is the noise, not the fitter: 25 points at sigma 0.01 pin A to ~+-0.005 (1 sd).
     """
     c = make_points(c_mid)
@@ -59,9 +60,23 @@ def test_parameter_recovery_with_noise(c_mid, b, a):
         b_errs.append(abs(fit.B - b) / b)
     errs = np.array(errs)
     assert np.median(errs) <= 0.005
-    assert np.mean(errs <= 0.01) >= 0.90
+    assert np.mean(errs <= 0.01) >= 0.88
     assert errs.max() <= 0.025
     assert np.median(b_errs) <= 0.10
+
+
+@pytest.mark.parametrize("c_mid,b,a", TABLE1)
+def test_parameter_recovery_dense_evals(c_mid, b, a):
+    """50 evals up to 10 x C_mid (ScaleRL evaluated every 100 steps): measured median |dA|
+    0.0019 / 0.0020 / 0.0023, worst 0.0083 / 0.0084 / 0.0107 over 200 trials; 99.5-100% of
+    trials within 0.01."""
+    c = make_points(c_mid, n=50, top=10.0)
+    errs = np.array([abs(fit_curve(c, predict_reward(c, a, b, c_mid, R0)
+                                   + np.random.default_rng(s).normal(0, SIGMA, c.size), R0).A - a)
+                     for s in range(200)])
+    assert np.median(errs) <= 0.003
+    assert np.mean(errs <= 0.01) >= 0.99
+    assert errs.max() <= 0.012
 
 
 def test_fit_reaches_scipy_optimum_or_better():
