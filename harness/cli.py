@@ -1,0 +1,134 @@
+"""`rlablate`: the command line.
+
+    rlablate train CONFIG.yaml [key=value ...]     run (or resume) one training run
+    rlablate config CONFIG.yaml [key=value ...]    print the resolved config, write nothing
+    rlablate choices                               list every design-choice axis and its values
+    rlablate analyze RESULTS_DIR                   fit curves, write the report
+
+Exit codes: 0 ok, 1 the run failed, 2 a bad config or command line (nothing written), 3 the run
+diverged (non-finite reward/advantage/loss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
+
+
+def _config_help() -> str:
+    from .config import describe_fields
+    lines = ["config keys (set in the YAML file or as key=value overrides):"]
+    for key, default, help_ in describe_fields():
+        lines.append(f"  {key} (default {default})")
+        lines += textwrap.wrap(help_, width=92, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 too; keep its one-line message
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"rlablate: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rlablate", description=__doc__.split("\n\n")[0] + "\n\n" +
+                "Controlled ablations of RL post-training: every design choice (advantage, ratio, "
+                "surrogate, aggregation, ...) is a named axis of one shared loop; algorithms are "
+                "presets of choices.", formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=__doc__.split("\n\n", 1)[1])
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=None)
+    t = sub.add_parser("train", help="run or resume one training run", description=(
+        "Train one run: warm start (cached), then RL steps with periodic eval, writing "
+        "<run.results_dir>/<run.sweep>/<run_id>/{config.yaml,metrics.jsonl,summary.json,"
+        "checkpoints/,tb/}. Running the same command again resumes from the last checkpoint; "
+        "a finished run is never overwritten."), **common)
+    t.epilog = _config_help()
+    t.add_argument("config", nargs="?", help="YAML config file (omit for the embedded default)")
+    t.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="dotted overrides applied after the file, e.g. optim.lr=3e-4 run.seed=1")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    c = sub.add_parser("config", help="print the resolved config (validates it; writes nothing)",
+                       description="Resolve defaults <- preset <- file <- overrides, validate, print "
+                       "the YAML that a run would record, and the run directory.", **common)
+    c.epilog = _config_help()
+    c.add_argument("config", nargs="?", help="YAML config file")
+    c.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
+
+    sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
+                   description="Every registered value of every axis, with the first line of its "
+                   "docstring (formula and paper), and the shipped presets.")
+    try:
+        from analysis.cli import add_analyze_parser
+        add_analyze_parser(sub)
+    except ImportError:  # pragma: no cover - analysis is part of the package
+        pass
+    return p
+
+
+def _split_config_arg(args) -> tuple[str | None, list[str]]:
+    """`rlablate train a=b` (no file) puts the first override into `config`; put it back."""
+    if args.config and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
+        return None, [args.config] + list(args.overrides)
+    return args.config, list(args.overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .config import ConfigError, dump_yaml, load_config
+
+    if args.cmd in ("train", "config"):
+        path, overrides = _split_config_arg(args)
+        try:
+            cfg = load_config(path, overrides)
+        except ConfigError as e:
+            print(f"rlablate: config error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.cmd == "config":
+            sys.stdout.write(dump_yaml(cfg))
+            print(f"# run_id: {cfg.run_id()}\n# run_dir: {cfg.run_dir()}")
+            return EXIT_OK
+        from .train import train
+        from .warmstart import WarmupError
+        try:
+            summary = train(cfg, progress=not args.quiet)
+        except WarmupError as e:
+            print(f"rlablate: warm start failed: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        except KeyboardInterrupt:
+            print("rlablate: interrupted; run the same command again to resume", file=sys.stderr)
+            return EXIT_FAILED
+        status = summary["status"]
+        final = summary.get("final") or {}
+        print(f"{status}: {cfg.run_dir()}  step {summary.get('step')}  "
+              f"in_dist pass@1 {final.get('eval/in_dist/pass@1', float('nan')):.3f}  "
+              f"held_out pass@1 {final.get('eval/held_out/pass@1', float('nan')):.3f}")
+        if status == "diverged":
+            print(f"rlablate: {summary.get('error')}", file=sys.stderr)
+            return EXIT_DIVERGED
+        return EXIT_OK if status == "finished" else EXIT_FAILED
+    if args.cmd == "choices":
+        from . import algos
+        from .config import list_presets, load_preset
+        for axis, reg in algos.REGISTRIES.items():
+            print(f"algo.{axis}:")
+            for name in reg.names():
+                print(f"  {name:22s} {reg.doc(name)}")
+        print("presets (algo.preset):")
+        for name in list_presets():
+            print(f"  {name:22s} " + ", ".join(f"{k}={v}" for k, v in load_preset(name).items()))
+        return EXIT_OK
+    if args.cmd == "analyze":
+        from analysis.cli import run_analyze
+        return run_analyze(args)
+    return EXIT_USAGE  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

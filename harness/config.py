@@ -1,0 +1,474 @@
+"""Typed, strict run configuration.
+
+A run is described by one `Config` (nested dataclasses). It is resolved in this order, each layer
+overriding the previous one explicitly:
+
+    dataclass defaults  ->  algo preset (harness/presets/<name>.yaml)  ->  YAML file  ->  CLI `a.b=v`
+
+Unknown keys, wrong types, out-of-range values and invalid combinations raise `ConfigError` with one
+line naming the key, the bad value and what is allowed. Nothing is written before the config is
+valid. The resolved config (every field, defaults included) is saved with the run and is the record
+of what ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+from .registry import suggest
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class ConfigError(ValueError):
+    """A config problem, always one line: `<key> = <value>: <what is allowed>`."""
+
+
+def F(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
+      lo_open: bool = False, choices_from: str | None = None) -> Any:
+    """A config field with help text, an optional numeric range, and (for registry-backed string
+    fields) the registry that lists the allowed names."""
+    meta = {"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices_from": choices_from}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ------------------------------------------------------------------------------------------------
+# The sections
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class RunCfg:
+    name: str = F("", "readable run name; empty = '<preset>-<scale>-s<seed>'")
+    sweep: str = F("adhoc", "sweep name: the run goes to <results_dir>/<sweep>/<run_id>/")
+    results_dir: str = F("results", "root of all run directories")
+    cache_dir: str = F(".cache/rlablate", "shared cache (tokenizers, warm-start checkpoints)")
+    seed: int = F(0, "RL seed: rollout sampling, prompt order, minibatch shuffling", lo=0)
+    threads: int = F(0, "torch CPU threads; 0 = all cores", lo=0)
+    device: Literal["cpu", "cuda", "auto"] = F("cpu", "where the model lives")
+
+
+@dataclass
+class ModelCfg:
+    scale: Literal["tiny-0.3m", "tiny-1m", "tiny-4m", "pretrained"] = F(
+        "tiny-1m", "tiny-* = random-init causal LM built from a transformers config (no download); "
+        "pretrained = from_pretrained(model.path)")
+    arch: Literal["qwen2", "llama"] = F("qwen2", "architecture of the tiny models")
+    path: Optional[str] = F(None, "local path (or hub id where the network allows) of a pretrained "
+                            "model and its tokenizer; required iff scale=pretrained")
+    max_positions: int = F(128, "context length of tiny models (prompt + response)", lo=16)
+
+
+@dataclass
+class TaskCfg:
+    name: Literal["chain_sum"] = F("chain_sum", "procedural task (reasoning-gym generator)")
+    n_terms: int = F(3, "operands per chain", lo=2, hi=8)
+    min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
+    max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
+    cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
+    prompt_style: Literal["auto", "compact", "full"] = F(
+        "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
+        "pretrained ones; auto picks by model.scale")
+    held_out: Literal["first_two_ge_50", "more_terms"] = F(
+        "first_two_ge_50", "the shifted distribution: first_two_ge_50 = items whose first two "
+        "operands are both >= 50 (never seen in training); more_terms = one more operand")
+
+
+@dataclass
+class EvalSetCfg:
+    n_items: int = F(256, "items in the eval set", lo=1)
+    k: int = F(4, "samples per item; pass@1 = mean over items of (correct samples / k)", lo=1)
+
+
+@dataclass
+class EvalCfg:
+    every: int = F(10, "evaluate every N RL steps (and at step 0 = the warm start)", lo=1)
+    temperature: float = F(1.0, "sampling temperature of eval; 0 = greedy (then k must be 1)", lo=0)
+    seed: int = F(1234, "seed of the eval items and of eval sampling (fixed across runs)", lo=0)
+    in_dist: EvalSetCfg = field(default_factory=EvalSetCfg)
+    held_out: EvalSetCfg = field(default_factory=EvalSetCfg)
+
+
+@dataclass
+class WarmupCfg:
+    target_pass_rate: float = F(0.2, "stop the supervised warm-up once the pass rate (sampled at "
+                                "eval.temperature, on a validation split) reaches this (accuracy jumps at different steps per seed, so a "
+                                "threshold, not a fixed step)", lo=0, hi=1)
+    max_steps: int = F(3000, "give up (error) if the target is not reached by then; 0 = no warm-up",
+                       lo=0)
+    min_steps: int = F(0, "train at least this many steps", lo=0)
+    lr: float = F(3e-3, "AdamW learning rate of the warm-up", lo=0, lo_open=True)
+    batch_size: int = F(64, "sequences per supervised step", lo=1)
+    check_every: int = F(50, "check the pass rate every N steps", lo=1)
+    check_items: int = F(256, "validation items (1 sample each) used by that check", lo=1)
+    seed: int = F(0, "seed of the warm-up (shared by all RL seeds of a sweep, so it is cached once)",
+                  lo=0)
+
+
+@dataclass
+class RolloutCfg:
+    engine: Literal["hf"] = F("hf", "rollout engine (hf: batched transformers sampling, KV cache)")
+    prompts_per_step: int = F(32, "prompts per RL step", lo=1)
+    group_size: int = F(8, "samples per prompt (G)", lo=1)
+    max_new_tokens: int = F(48, "generation limit; longer responses are truncated", lo=1)
+    temperature: float = F(1.0, "sampling temperature", lo=0, lo_open=True)
+    top_p: float = F(1.0, "nucleus sampling mass", lo=0, hi=1, lo_open=True)
+
+
+@dataclass
+class AlgoCfg:
+    preset: str = F("grpo", "algorithm preset (harness/presets/<name>.yaml) applied before the "
+                    "config's own algo keys; 'none' = only the keys below",
+                    choices_from="presets")
+    advantage: str = F("group_norm", "advantage estimator", choices_from="advantage")
+    ratio: str = F("token", "importance ratio", choices_from="ratio")
+    surrogate: str = F("ppo_clip", "policy surrogate / clipping", choices_from="surrogate")
+    aggregation: str = F("seq_mean_token_mean", "how token losses are averaged",
+                         choices_from="aggregation")
+    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low", lo=0)
+    clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (DAPO: 0.28)", lo=0)
+    adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
+    epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
+    minibatches: int = F(2, "optimizer steps per epoch (the batch is split in this many)", lo=1)
+    old_logprobs: Literal["sampler", "recompute"] = F(
+        "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
+        "forward pass before the update")
+    # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
+    deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
+
+
+@dataclass
+class OptimCfg:
+    lr: float = F(1e-3, "AdamW learning rate of the RL updates", lo=0, lo_open=True)
+    weight_decay: float = F(0.0, "AdamW weight decay", lo=0)
+    beta1: float = F(0.9, "AdamW beta1", lo=0, hi=1)
+    beta2: float = F(0.99, "AdamW beta2", lo=0, hi=1)
+    grad_clip: float = F(1.0, "max global grad norm; 0 = off", lo=0)
+    warmup_steps: int = F(0, "linear LR warm-up over this many optimizer steps", lo=0)
+    schedule: Literal["constant", "cosine"] = F("constant", "LR schedule after warm-up")
+
+
+@dataclass
+class TrainCfg:
+    steps: int = F(150, "RL steps (rollout batches)", lo=0)
+    checkpoint_every: int = F(10, "save a resumable checkpoint every N steps (and at the end)", lo=1)
+    max_wall_s: float = F(0.0, "stop cleanly (status finished, reason wall) after this many "
+                          "seconds; 0 = no limit", lo=0)
+
+
+@dataclass
+class Config:
+    run: RunCfg = field(default_factory=RunCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    task: TaskCfg = field(default_factory=TaskCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    warmup: WarmupCfg = field(default_factory=WarmupCfg)
+    rollout: RolloutCfg = field(default_factory=RolloutCfg)
+    algo: AlgoCfg = field(default_factory=AlgoCfg)
+    optim: OptimCfg = field(default_factory=OptimCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+
+    # -- identity --------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def run_name(self) -> str:
+        return self.run.name or f"{self.algo.preset}-{self.model.scale}-s{self.run.seed}"
+
+    def run_id(self) -> str:
+        """Readable name + 8 hex digits of the hash of everything that affects the result."""
+        d = self.to_dict()
+        for k in ("name", "sweep", "results_dir", "cache_dir", "threads"):
+            d["run"].pop(k)
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{_slug(self.run_name())}-{digest}"
+
+    def run_dir(self) -> Path:
+        return Path(self.run.results_dir) / _slug(self.run.sweep) / self.run_id()
+
+
+def _slug(s: str) -> str:
+    """Path-safe name: no separators, no '..', so a config cannot escape the results root."""
+    s = re.sub(r"[^A-Za-z0-9_.+-]", "_", s).strip(".")
+    return s or "run"
+
+
+# ------------------------------------------------------------------------------------------------
+# Strict loading
+# ------------------------------------------------------------------------------------------------
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _coerce(key: str, value: Any, tp: Any, meta: dict) -> Any:
+    """Check `value` against the annotation `tp`; return it (numeric strings become numbers)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(key, value, args[0], meta)
+    if origin is Literal:
+        allowed = list(typing.get_args(tp))
+        if value not in allowed:
+            raise ConfigError(f"{key} = {value!r}: allowed values are {', '.join(map(str, allowed))}"
+                              + suggest(str(value), [str(a) for a in allowed]))
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r}: expected true or false")
+        return value
+    if tp in (int, float):
+        if isinstance(value, str):  # YAML reads 3e-4 as a string; CLI values are strings
+            try:
+                value = float(value) if tp is float else int(value)
+            except ValueError:
+                raise ConfigError(f"{key} = {value!r}: expected a {tp.__name__}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} = {value!r}: expected a {tp.__name__}")
+        if tp is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ConfigError(f"{key} = {value!r}: expected an integer")
+            value = int(value)
+        if tp is float:
+            value = float(value)
+            if not math.isfinite(value):
+                raise ConfigError(f"{key} = {value!r}: expected a finite number")
+        lo, hi = meta.get("lo"), meta.get("hi")
+        if lo is not None and (value < lo or (meta.get("lo_open") and value == lo)):
+            op = ">" if meta.get("lo_open") else ">="
+            rng = f"must be {op} {lo}" + (f" and <= {hi}" if hi is not None else "")
+            raise ConfigError(f"{key} = {value!r}: {rng}")
+        if hi is not None and value > hi:
+            raise ConfigError(f"{key} = {value!r}: must be <= {hi}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} = {value!r}: expected a string")
+        return value
+    if tp is list or origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r}: expected a list")
+        return value
+    raise ConfigError(f"{key}: unsupported field type {tp}")  # pragma: no cover - programming error
+
+
+def _apply(obj: Any, data: dict, prefix: str = "") -> None:
+    """Set fields of dataclass `obj` from the nested dict `data`, strictly."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} = {data!r}: expected a mapping of keys")
+    hints = typing.get_type_hints(type(obj))
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in fields:
+            names = list(fields)
+            raise ConfigError(
+                f"unknown key {full!r}; allowed under {prefix.rstrip('.') or 'the top level'}: "
+                f"{', '.join(names)}" + suggest(str(key), names).replace("'", f"'{prefix}", 1))
+        tp = hints[key]
+        if _is_section(tp):
+            _apply(getattr(obj, key), value, f"{full}.")
+        else:
+            setattr(obj, key, _coerce(full, value, tp, fields[key].metadata))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)  # never yaml.load: a config must not construct objects
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where else ""
+        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+    if data is None:
+        raise ConfigError(f"{path}: the file is empty")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """['optim.lr=3e-4', 'train.steps=10'] -> nested dict. Values are parsed as YAML scalars."""
+    out: dict = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=3e-4")
+        key, raw = item.split("=", 1)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+            raise ConfigError(f"override {item!r}: {key!r} is not a dotted key like optim.lr")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is both a value and a section")
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict:
+    """A preset is data: a YAML mapping of `algo` keys (and nothing else)."""
+    if name == "none":
+        return {}
+    if name not in list_presets():
+        raise ConfigError(f"algo.preset = {name!r}: allowed values are {', '.join(list_presets())}, "
+                          f"none" + suggest(name, list_presets()))
+    data = _read_yaml(PRESET_DIR / f"{name}.yaml")
+    bad = [k for k in data if k not in {f.name for f in dataclasses.fields(AlgoCfg)}]
+    if bad:  # pragma: no cover - a shipped preset is checked by the tests
+        raise ConfigError(f"preset {name}: unknown algo key {bad[0]!r}")
+    return data
+
+
+def build_config(data: dict | None = None) -> Config:
+    """Resolve defaults <- preset <- `data`, check every key, value and combination."""
+    data = data or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config = {data!r}: expected a mapping of config keys")
+    algo = data.get("algo", {})
+    if not isinstance(algo, dict):
+        raise ConfigError(f"algo = {algo!r}: expected a mapping of keys")
+    preset_name = algo.get("preset", AlgoCfg.preset)
+    if not isinstance(preset_name, str):
+        raise ConfigError(f"algo.preset = {preset_name!r}: expected a string")
+    if "deviates_from_preset" in algo:
+        raise ConfigError("algo.deviates_from_preset is derived from the config; do not set it")
+    preset = load_preset(preset_name)
+    cfg = Config()
+    _apply(cfg, {"algo": preset})
+    _apply(cfg, data)
+    base = Config()
+    _apply(base, {"algo": preset})
+    cfg.algo.deviates_from_preset = sorted(
+        k for k in algo if k != "preset" and getattr(cfg.algo, k) != getattr(base.algo, k))
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """The one entry point: YAML file (optional) plus dotted CLI overrides -> a valid Config."""
+    data = _read_yaml(Path(path)) if path else {}
+    if overrides:
+        data = _deep_merge(data, parse_overrides(overrides))
+    return build_config(data)
+
+
+def config_from_dict(d: dict) -> Config:
+    """Rebuild a Config from a saved resolved config (config.yaml of a run)."""
+    d = json.loads(json.dumps(d))  # deep copy
+    d.get("algo", {}).pop("deviates_from_preset", None)
+    # A saved record already contains the preset's values; re-applying the preset is a no-op.
+    return build_config(d)
+
+
+# ------------------------------------------------------------------------------------------------
+# Combinations
+# ------------------------------------------------------------------------------------------------
+def validate(cfg: Config) -> None:
+    """Invalid combinations raise; nothing is silently changed."""
+    from . import algos  # registries of design choices
+
+    for f in dataclasses.fields(AlgoCfg):
+        reg_name = f.metadata.get("choices_from")
+        if reg_name and reg_name != "presets":
+            reg = algos.REGISTRIES[reg_name]
+            value = getattr(cfg.algo, f.name)
+            if value not in reg:
+                raise ConfigError(f"algo.{f.name} = {value!r}: allowed values are "
+                                  f"{', '.join(reg.names())}" + suggest(value, reg.names()))
+    if cfg.model.scale == "pretrained" and not cfg.model.path:
+        raise ConfigError("model.path = None: required when model.scale = pretrained")
+    if cfg.model.scale != "pretrained" and cfg.model.path:
+        raise ConfigError(f"model.path = {cfg.model.path!r}: only allowed with model.scale = "
+                          f"pretrained (got {cfg.model.scale})")
+    if cfg.task.min_digits > cfg.task.max_digits:
+        raise ConfigError(f"task.min_digits = {cfg.task.min_digits}: must be <= task.max_digits "
+                          f"({cfg.task.max_digits})")
+    if cfg.task.held_out == "first_two_ge_50" and cfg.task.max_digits < 2:
+        raise ConfigError("task.held_out = 'first_two_ge_50': needs task.max_digits >= 2 "
+                          "(operands >= 50 must exist)")
+    if cfg.eval.temperature == 0:
+        for s in ("in_dist", "held_out"):
+            if getattr(cfg.eval, s).k != 1:
+                raise ConfigError(f"eval.{s}.k = {getattr(cfg.eval, s).k}: greedy eval "
+                                  f"(eval.temperature = 0) is deterministic, so k must be 1")
+    total = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    if cfg.algo.minibatches > cfg.rollout.prompts_per_step:
+        raise ConfigError(f"algo.minibatches = {cfg.algo.minibatches}: must be <= "
+                          f"rollout.prompts_per_step ({cfg.rollout.prompts_per_step}); minibatches "
+                          f"split by prompt so groups stay whole")
+    if cfg.rollout.prompts_per_step % cfg.algo.minibatches:
+        raise ConfigError(f"algo.minibatches = {cfg.algo.minibatches}: must divide "
+                          f"rollout.prompts_per_step ({cfg.rollout.prompts_per_step}, {total} "
+                          f"sequences) so every minibatch holds whole groups")
+    needs_groups = algos.ADVANTAGE_NEEDS_GROUP.get(cfg.algo.advantage, False)
+    if needs_groups and cfg.rollout.group_size < 2:
+        raise ConfigError(f"rollout.group_size = {cfg.rollout.group_size}: advantage "
+                          f"{cfg.algo.advantage!r} needs groups of >= 2 samples per prompt")
+    if cfg.algo.old_logprobs == "sampler" and cfg.rollout.top_p < 1.0:
+        raise ConfigError(f"algo.old_logprobs = 'sampler': the sampler's log-probs under top_p = "
+                          f"{cfg.rollout.top_p} are not the policy's; use old_logprobs=recompute")
+    if cfg.model.scale != "pretrained":
+        need = _max_prompt_chars(cfg) + cfg.rollout.max_new_tokens + 2
+        if need > cfg.model.max_positions:
+            raise ConfigError(f"model.max_positions = {cfg.model.max_positions}: prompt + "
+                              f"rollout.max_new_tokens needs {need}")
+
+
+def _max_prompt_chars(cfg: Config) -> int:
+    terms = cfg.task.n_terms + (1 if cfg.task.held_out == "more_terms" else 0)
+    return terms * (cfg.task.max_digits + 1) + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Saving and documenting
+# ------------------------------------------------------------------------------------------------
+def dump_yaml(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+def describe_fields(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, default, help) for every field: the text of `rlablate train --help`."""
+    rows = []
+    inst = cls()
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if _is_section(hints[f.name]):
+            rows += describe_fields(hints[f.name], f"{prefix}{f.name}.")
+        elif f.name != "deviates_from_preset":
+            tp = hints[f.name]
+            help_ = f.metadata.get("help", "")
+            if typing.get_origin(tp) is Literal:
+                help_ += f" [{'|'.join(map(str, typing.get_args(tp)))}]"
+            rows.append((f"{prefix}{f.name}", repr(getattr(inst, f.name)), help_))
+    return rows

@@ -1,0 +1,128 @@
+"""Procedural tasks from reasoning-gym, rendered for tiny or pretrained models, scored by
+reasoning-gym's own answer scoring.
+
+`chain_sum` (reasoning-gym): `12 + 7 - 35 + 88 =`. For tiny models the prompt is rendered compactly
+(`12+7-35+88=`) and the reference answer shows the running sums, a short chain of thought:
+`12+7=19,19-35=-16,-16+88=72.` For pretrained models the prompt is reasoning-gym's full question.
+
+Splits are fixed and seeded. The *held-out* split is a shifted distribution declared in config:
+`first_two_ge_50` keeps exactly the items whose first two operands are both >= 50, and those items
+are excluded from training and the in-distribution eval; `more_terms` adds one operand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import reasoning_gym
+
+from .config import TaskCfg
+
+SPLIT_SEED = {"train": 0, "warmup": 1_000_000, "warmup_check": 4_000_000, "in_dist": 2_000_000,
+              "held_out": 3_000_000}
+
+
+@dataclass(frozen=True)
+class Item:
+    prompt: str      # what the model sees
+    reference: str   # the reference response (supervised warm-up target), ends with '.'
+    answer: str      # reasoning-gym's ground-truth answer
+    entry: dict      # the generator's raw item (for reasoning-gym's scorer)
+
+
+def _operands(expression: str) -> tuple[list[int], list[str]]:
+    toks = expression.split()
+    return [int(t) for t in toks[0::2]], toks[1::2]
+
+
+def render_reference(expression: str, cot: bool) -> str:
+    """'12 + 7 - 35' -> '12+7=19,19-35=-16.' (cot) or '-16.'."""
+    nums, ops = _operands(expression)
+    acc, steps = nums[0], []
+    for op, n in zip(ops, nums[1:]):
+        new = acc + n if op == "+" else acc - n
+        steps.append(f"{acc}{op}{n}={new}")
+        acc = new
+    return (",".join(steps) if cot else str(acc)) + "."
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer of a response: text before the first '.', after the last '='.
+    A response with no '.' was cut off before it finished: no answer."""
+    if "." not in response:
+        return None
+    body = response.split(".", 1)[0]
+    ans = body.rsplit("=", 1)[-1].strip()
+    return ans if re.fullmatch(r"-?\d+", ans) else None
+
+
+class ChainSumTask:
+    """Train / in-dist / held-out streams of chain_sum items. Item i of a split is a pure function
+    of (config, split, i), so a data cursor is a single integer and resuming is exact."""
+
+    def __init__(self, cfg: TaskCfg, compact: bool):
+        self.cfg = cfg
+        self.compact = compact
+        self._ds: dict = {}
+
+    def _dataset(self, split: str):
+        if split not in self._ds:
+            terms = self.cfg.n_terms + (1 if split == "held_out" and self.cfg.held_out == "more_terms"
+                                        else 0)
+            self._ds[split] = reasoning_gym.create_dataset(
+                "chain_sum", min_terms=terms, max_terms=terms, min_digits=self.cfg.min_digits,
+                max_digits=self.cfg.max_digits, allow_negation=False, seed=SPLIT_SEED[split],
+                size=10**9)
+        return self._ds[split]
+
+    def _is_shifted(self, entry: dict) -> bool:
+        if self.cfg.held_out != "first_two_ge_50":
+            return False
+        nums, _ = _operands(entry["metadata"]["expression"])
+        return nums[0] >= 50 and nums[1] >= 50
+
+    def _accept(self, split: str, entry: dict) -> bool:
+        if self.cfg.held_out == "first_two_ge_50":
+            return self._is_shifted(entry) == (split == "held_out")
+        return True
+
+    def item(self, entry: dict) -> Item:
+        expr = entry["metadata"]["expression"]
+        prompt = expr.replace(" ", "") + "=" if self.compact else entry["question"]
+        return Item(prompt=prompt, reference=render_reference(expr, self.cfg.cot),
+                    answer=entry["answer"], entry=entry)
+
+    def take(self, split: str, cursor: int, n: int) -> tuple[list[Item], int]:
+        """n accepted items of `split` starting at raw index `cursor`; returns (items, new cursor)."""
+        ds, out = self._dataset(split), []
+        while len(out) < n:
+            entry = ds[cursor]
+            cursor += 1
+            if self._accept(split, entry):
+                out.append(self.item(entry))
+        return out, cursor
+
+    def eval_set(self, split: str, n: int) -> list[Item]:
+        return self.take(split, 0, n)[0]
+
+    def score(self, response: str, item: Item) -> float:
+        """reasoning-gym's own scorer on the extracted final answer (1.0 correct, else 0.0)."""
+        ans = extract_answer(response)
+        if ans is None:
+            return 0.0
+        return float(self._dataset("train").score_answer(ans, item.entry) >= 1.0)
+
+    def corpus(self, n: int = 2000) -> list[str]:
+        """Text the local tokenizer is trained on: prompts and references of every split."""
+        texts = []
+        for split in ("train", "held_out"):
+            for it in self.take(split, 0, n // 2)[0]:
+                texts.append(it.prompt + it.reference)
+        return texts
+
+
+def make_task(cfg: TaskCfg, compact: bool) -> ChainSumTask:
+    if cfg.name == "chain_sum":
+        return ChainSumTask(cfg, compact)
+    raise ValueError(f"task.name = {cfg.name!r}")  # unreachable: config validates the name

@@ -1,0 +1,330 @@
+"""The shared RL loop. One function, read top to bottom; every algorithm runs through it.
+
+    prompts -> G samples each -> verifier rewards -> advantages -> K epochs x M minibatch
+    policy-gradient steps (ratio, surrogate, aggregation) -> periodic eval -> log, checkpoint
+
+The design choices come from registries named in the config (`harness.algos`); this file never
+branches on an algorithm's name. Run it with:
+
+    rlablate train configs/default.yaml train.steps=50
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import yaml
+from tqdm import tqdm
+
+from . import algos
+from .config import Config, config_from_dict, dump_yaml
+from .evaluate import evaluate
+from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, write_json
+from .models import count_params, get_tokenizer
+from .rollout import make_engine, sequence_logprobs
+from .tasks import make_task
+from .warmstart import get_warm_start, load_warm_model
+
+
+class Diverged(RuntimeError):
+    """A non-finite reward, advantage or loss: the run stops with status `diverged`."""
+
+    def __init__(self, what: str, step: int):
+        super().__init__(f"non-finite {what} at step {step}")
+        self.step = step
+
+
+class RunInProgress(RuntimeError):
+    """Another process holds this run's lock."""
+
+
+def step_seed(seed: int, step: int) -> int:
+    """Each step's randomness is a pure function of (seed, step): resuming from a checkpoint at
+    step s replays steps s+1.. exactly, whatever happened before the crash."""
+    return (seed * 1_000_003 + step * 7_919) % (2**63 - 1)
+
+
+def _lr_lambda(cfg: Config, total_updates: int):
+    o = cfg.optim
+
+    def f(i: int) -> float:
+        if o.warmup_steps and i < o.warmup_steps:
+            return (i + 1) / o.warmup_steps
+        if o.schedule == "cosine":
+            p = (i - o.warmup_steps) / max(1, total_updates - o.warmup_steps)
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
+        return 1.0
+    return f
+
+
+def _finite(name: str, t: torch.Tensor, step: int) -> None:
+    if not torch.isfinite(t).all():
+        raise Diverged(name, step)
+
+
+def train(cfg: Config, progress: bool = True) -> dict:
+    """Run (or resume) the run described by `cfg`; returns its summary."""
+    run_dir = cfg.run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with file_lock(run_dir / ".lock"):
+        return _train_locked(cfg, run_dir, progress)
+
+
+def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
+    # ----------------------------------------------------------------------------- setup
+    cfg_path, ckpt_dir = run_dir / "config.yaml", run_dir / "checkpoints"
+    if cfg_path.exists():
+        saved = config_from_dict(yaml.safe_load(cfg_path.read_text()))
+        if saved.run_id() != cfg.run_id():  # pragma: no cover - the run_id is a hash of it
+            raise RuntimeError(f"{run_dir} holds a different config")
+    else:
+        atomic_write_text(cfg_path, dump_yaml(cfg))
+    summary_path = run_dir / "summary.json"
+    if summary_path.exists():
+        prev = json.loads(summary_path.read_text())
+        if prev.get("status") == "finished":
+            return prev  # never overwrite a finished result
+    ckpt_dir.mkdir(exist_ok=True)
+    metrics = MetricsLog(run_dir / "metrics.jsonl")
+    item_log = MetricsLog(run_dir / "eval_items.jsonl")  # per-item eval results (bootstrap)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    device = torch.device(cfg.run.device if cfg.run.device != "auto" else
+                          ("cuda" if torch.cuda.is_available() else "cpu"))
+    summary = {"status": "running", "step": 0, "total_steps": cfg.train.steps,
+               "run_id": cfg.run_id(), "run_name": cfg.run_name()}
+
+    try:
+        compact = cfg.task.prompt_style == "compact" or (
+            cfg.task.prompt_style == "auto" and cfg.model.scale != "pretrained")
+        task = make_task(cfg.task, compact=compact)
+        tok = get_tokenizer(cfg, task.corpus)
+        warm_path, warm_info = get_warm_start(cfg, tok, task, progress=progress)
+        summary["warm_start"] = {k: warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops")}
+        model = load_warm_model(warm_path, device)
+        model.train()
+        n_params = count_params(model)
+        engine = make_engine(cfg.rollout.engine, model, tok)
+        eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
+        a, r = cfg.algo, cfg.rollout
+        updates_per_step = a.epochs * a.minibatches
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
+                                betas=(cfg.optim.beta1, cfg.optim.beta2))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, _lr_lambda(cfg, cfg.train.steps * updates_per_step))
+        state = {"step": 0, "cursor": 0, "flops": 0.0, "tokens": 0, "wall_s": 0.0, "eval_flops": 0.0}
+
+        # ------------------------------------------------------------------------- resume
+        ckpt = _load_checkpoint(ckpt_dir)
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optim"])
+            sched.load_state_dict(ckpt["sched"])
+            torch.set_rng_state(ckpt["rng_torch"])
+            random.setstate(ckpt["rng_python"])
+            state = ckpt["state"]
+            metrics.truncate_after(state["step"])
+            item_log.truncate_after(state["step"])
+        else:
+            metrics.truncate_after(-1)
+            item_log.truncate_after(-1)
+        t_start, wall0 = time.time(), state["wall_s"]
+
+        def compute_cols() -> dict:
+            return {"compute/flops": state["flops"], "compute/tokens": state["tokens"],
+                    "compute/wall_s": wall0 + time.time() - t_start,
+                    "compute/eval_flops": state["eval_flops"]}
+
+        def run_eval(step: int) -> dict:
+            row = {"kind": "eval", "step": step}
+            for name, items in eval_sets.items():
+                ec = getattr(cfg.eval, name)
+                ev = evaluate(engine, task, items, k=ec.k, temperature=cfg.eval.temperature,
+                              max_new_tokens=r.max_new_tokens, seed=cfg.eval.seed)
+                state["eval_flops"] += 2 * n_params * ev["gen_tokens"]
+                for key in ("pass@1", "stderr", "n_items", "k", "response_len", "response_len_incorrect"):
+                    row[f"eval/{name}/{key}"] = ev[key]
+                item_log.append({"step": step, "set": name, "correct": ev["per_item"]})
+            row.update(compute_cols())
+            metrics.append(row)
+            return row
+
+        if ckpt is None:
+            last_eval = run_eval(0)  # the warm start: R0 of every curve
+            _save_checkpoint(ckpt_dir, model, opt, sched, state)
+        else:
+            rows = [x for x in metrics.read() if x.get("kind") == "eval"]
+            last_eval = rows[-1] if rows else run_eval(state["step"])
+        _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
+        bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
+                   disable=not progress, dynamic_ncols=True)
+        stop_reason = "steps"
+
+        # ------------------------------------------------------------------------- the loop
+        for step in range(state["step"] + 1, cfg.train.steps + 1):
+            t0 = time.time()
+            torch.manual_seed(step_seed(cfg.run.seed, step))
+
+            # ---- rollout: P prompts x G samples, grouped contiguously
+            items, state["cursor"] = task.take("train", state["cursor"], r.prompts_per_step)
+            group_items = [it for it in items for _ in range(r.group_size)]
+            ro = engine.generate([it.prompt for it in group_items], max_new_tokens=r.max_new_tokens,
+                                 temperature=r.temperature, top_p=r.top_p)
+            mask = ro.response_mask.float()                                      # (B, T)
+            rewards = torch.tensor([task.score(t, it) for t, it in zip(ro.texts, group_items)])
+            _finite("reward", rewards, step)
+
+            # ---- advantages (registry)
+            adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps)
+            _finite("advantage", adv, step)
+
+            # ---- pi_old: the sampler's own log-probs, or one extra forward pass
+            if a.old_logprobs == "sampler":
+                logp_old = ro.logprobs
+            else:
+                with torch.no_grad():
+                    logp_old, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask,
+                                                    ro.response_ids, ro.response_mask, r.temperature)
+                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+
+            # ---- K epochs x M minibatches of whole groups
+            stats = {"loss": [], "clip": [], "entropy": [], "kl": [], "grad_norm": []}
+            n_prompts = r.prompts_per_step
+            for _epoch in range(a.epochs):
+                perm = torch.randperm(n_prompts)
+                for mb_prompts in perm.chunk(a.minibatches):
+                    idx = (mb_prompts.unsqueeze(-1) * r.group_size + torch.arange(r.group_size)).reshape(-1)
+                    m = mask[idx]
+                    logp, ent = sequence_logprobs(model, ro.prompt_ids[idx], ro.prompt_mask[idx],
+                                                  ro.response_ids[idx], ro.response_mask[idx],
+                                                  r.temperature, with_entropy=True)
+                    log_ratio = algos.RATIOS[a.ratio](logp, logp_old[idx], m)
+                    out = algos.SURROGATES[a.surrogate](log_ratio, adv[idx], logp, clip_low=a.clip_low,
+                                                         clip_high=a.clip_high)
+                    loss = algos.AGGREGATIONS[a.aggregation](out.loss, m, max_new_tokens=r.max_new_tokens)
+                    _finite("loss", loss.detach(), step)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip
+                                                        if cfg.optim.grad_clip > 0 else float("inf"))
+                    opt.step()
+                    sched.step()
+                    ntok = m.sum().clamp(min=1)
+                    stats["loss"].append(loss.item())
+                    stats["grad_norm"].append(gn.item())
+                    stats["clip"].append(((out.clipped.float() * m).sum() / ntok).item())
+                    stats["entropy"].append(((ent.detach() * m).sum() / ntok).item())
+                    # k3 estimate of KL(pi_old || pi) on the sampled tokens (Schulman 2020)
+                    lr_ = log_ratio.detach()
+                    stats["kl"].append((((lr_.exp() - 1) - lr_) * m).sum().item() / ntok.item())
+                    state["flops"] += 6 * n_params * (int(ro.prompt_mask[idx].sum()) + int(m.sum()))
+
+            # ---- compute accounting and the train row
+            state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+            state["tokens"] += ro.n_tokens
+            state["step"] = step
+            dt = time.time() - t0
+            correct = rewards > 0
+            lens = ro.lengths.float()
+            row = {"kind": "train", "step": step,
+                   "rollout/reward_mean": rewards.mean().item(),
+                   "rollout/pass_rate": correct.float().mean().item(),
+                   "rollout/response_len": lens.mean().item(),
+                   "rollout/response_len_correct": lens[correct].mean().item() if correct.any() else None,
+                   "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
+                   "rollout/truncated_frac": ro.truncated.float().mean().item(),
+                   "rollout/zero_var_groups": (rewards.view(-1, r.group_size).std(-1) == 0).float().mean().item(),
+                   "loss/policy": _mean(stats["loss"]), "policy/entropy": _mean(stats["entropy"]),
+                   "policy/clip_frac": _mean(stats["clip"]), "policy/approx_kl": _mean(stats["kl"]),
+                   "policy/grad_norm": _mean(stats["grad_norm"]), "optim/lr": sched.get_last_lr()[0],
+                   "perf/step_s": dt, "perf/tokens_per_s": ro.n_tokens / max(dt, 1e-9)}
+            row.update(compute_cols())
+            metrics.append(row)
+            _tb.log(row)
+            if step % cfg.eval.every == 0 or step == cfg.train.steps:
+                last_eval = run_eval(step)
+                _tb.log(last_eval)
+            wall_up = cfg.train.max_wall_s and (wall0 + time.time() - t_start) >= cfg.train.max_wall_s
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up:
+                if wall_up and last_eval["step"] != step:
+                    last_eval = run_eval(step)
+                state["wall_s"] = wall0 + time.time() - t_start
+                _save_checkpoint(ckpt_dir, model, opt, sched, state)
+                summary.update(step=step, status="running")
+                write_json(summary_path, summary)
+            bar.update(1)
+            bar.set_postfix(reward=f"{row['rollout/reward_mean']:.2f}",
+                            in_dist=f"{last_eval['eval/in_dist/pass@1']:.3f}",
+                            held_out=f"{last_eval['eval/held_out/pass@1']:.3f}",
+                            tok_s=f"{row['perf/tokens_per_s']:.0f}")
+            if wall_up:
+                stop_reason = "max_wall_s"
+                break
+        bar.close()
+        _tb.close()
+        summary.update(status="finished", step=state["step"], stop_reason=stop_reason,
+                       final=last_eval, wall_s=wall0 + time.time() - t_start)
+        write_json(summary_path, summary)
+        return summary
+    except Diverged as e:
+        summary.update(status="diverged", error=str(e), diverged_step=e.step)
+        write_json(summary_path, summary)
+        return summary
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            summary.update(status="failed", error="interrupted (KeyboardInterrupt)")
+        else:
+            summary.update(status="failed", error=f"{type(e).__name__}: {e}",
+                           traceback=traceback.format_exc(limit=8))
+        write_json(summary_path, summary)
+        raise
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+# ------------------------------------------------------------------------------------ checkpoints
+def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict) -> None:
+    """last.pt is written atomically; the previous one is kept as prev.pt (a fallback if last.pt is
+    ever unreadable)."""
+    obj = {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
+           "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state)}
+    last, prev = ckpt_dir / "last.pt", ckpt_dir / "prev.pt"
+    if last.exists():
+        last.replace(prev)
+    atomic_torch_save(obj, last)
+
+
+def _load_checkpoint(ckpt_dir: Path) -> dict | None:
+    for name in ("last.pt", "prev.pt"):
+        p = ckpt_dir / name
+        if p.exists():
+            try:
+                return torch.load(p, map_location="cpu", weights_only=True)
+            except Exception as e:  # a truncated or corrupted file: fall back, say so
+                tqdm.write(f"warning: checkpoint {p} unreadable ({type(e).__name__}); trying the previous one")
+    return None
+
+
+class _TB:
+    """TensorBoard scalars (same names as metrics.jsonl)."""
+
+    def __init__(self, path: Path, purge_step: int):
+        from torch.utils.tensorboard import SummaryWriter
+        self.w = SummaryWriter(str(path), purge_step=purge_step)
+
+    def log(self, row: dict) -> None:
+        for k, v in row.items():
+            if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                self.w.add_scalar(k, v, row["step"])
+        self.w.flush()
+
+    def close(self) -> None:
+        self.w.close()
