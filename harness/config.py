@@ -246,12 +246,14 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict) -> Any:
             if not math.isfinite(value):
                 raise ConfigError(f"{key} = {value!r}: expected a finite number")
         lo, hi = meta.get("lo"), meta.get("hi")
-        if lo is not None and (value < lo or (meta.get("lo_open") and value == lo)):
-            op = ">" if meta.get("lo_open") else ">="
-            rng = f"must be {op} {lo}" + (f" and <= {hi}" if hi is not None else "")
-            raise ConfigError(f"{key} = {value!r}: {rng}")
-        if hi is not None and value > hi:
-            raise ConfigError(f"{key} = {value!r}: must be <= {hi}")
+        too_low = lo is not None and (value < lo or (meta.get("lo_open") and value == lo))
+        if too_low or (hi is not None and value > hi):
+            parts = []
+            if lo is not None:
+                parts.append(f"{'>' if meta.get('lo_open') else '>='} {lo}")
+            if hi is not None:
+                parts.append(f"<= {hi}")
+            raise ConfigError(f"{key} = {value!r}: must be {' and '.join(parts)}")
         return value
     if tp is str:
         if not isinstance(value, str):

@@ -1,0 +1,36 @@
+# rlablate: `make demo` and `make test` each set everything up on a fresh machine first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo lint clean-results help
+
+help:
+	@echo "make demo   set up, then train the embedded default (CPU, tiny model) and print where results are"
+	@echo "make test   set up, then run the test suite"
+	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
+
+# torch is installed first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+demo: setup
+	$(VENV)/bin/rlablate train configs/default.yaml run.sweep=demo-default
+	@echo "results: results/demo-default/  (metrics.jsonl, summary.json, tb/ for TensorBoard)"
+
+lint:
+	$(PY) -m pyflakes harness analysis tests || true
+
+clean-results:
+	rm -rf results/*

@@ -1,0 +1,31 @@
+"""Shared fixtures. Every test writes under its own tmp dirs; the warm-start cache is shared by the
+whole session (a warm start is content-addressed, so sharing it is what a sweep does too)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# The cheapest config that runs the whole loop: no warm-up, a 0.27M model, 4 steps.
+TINY = ["model.scale=tiny-0.3m", "warmup.max_steps=0", "warmup.target_pass_rate=0",
+        "train.steps=4", "rollout.prompts_per_step=4", "rollout.group_size=4",
+        "rollout.max_new_tokens=24", "eval.in_dist.n_items=16", "eval.held_out.n_items=16",
+        "eval.in_dist.k=2", "eval.held_out.k=2", "eval.every=2", "train.checkpoint_every=2",
+        "run.threads=1", "model.max_positions=48"]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def tiny_overrides(tmp_path, cache_dir) -> list[str]:
+    return TINY + [f"run.results_dir={tmp_path / 'results'}", f"run.cache_dir={cache_dir}"]

@@ -1,0 +1,109 @@
+"""Task rendering and scoring (reasoning-gym's own scorer), splits, the local tokenizer, tiny
+models and the rollout engine's log-probs."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoTokenizer
+
+from harness.config import load_config
+from harness.models import build_model, count_params, get_tokenizer
+from harness.rollout import HFEngine, sequence_logprobs
+from harness.tasks import extract_answer, make_task, render_reference
+
+
+def test_reference_shows_running_sums():
+    assert render_reference("12 + 7 - 35 + 88", cot=True) == "12+7=19,19-35=-16,-16+88=72."
+    assert render_reference("12 + 7 - 35 + 88", cot=False) == "72."
+
+
+def test_extract_answer():
+    assert extract_answer("12+7=19,19-35=-16.") == "-16"
+    assert extract_answer("72.") == "72"
+    assert extract_answer("12+7=19,19-3") is None         # cut off before the final '.'
+    assert extract_answer("12+7=x.") is None
+
+
+def test_scoring_uses_reasoning_gym_and_the_chain_answer():
+    task = make_task(load_config(None, []).task, compact=True)
+    it = task.take("train", 0, 1)[0][0]
+    assert task.score(it.reference, it) == 1.0
+    wrong = it.reference.rsplit("=", 1)[0] + "=" + str(int(it.answer) + 1) + "."
+    assert task.score(wrong, it) == 0.0
+    assert task.score("", it) == 0.0
+    # reasoning-gym's own scorer agrees on the raw answer
+    assert task._dataset("train").score_answer(it.answer, it.entry) == 1.0
+
+
+def test_held_out_split_is_disjoint_and_shifted():
+    task = make_task(load_config(None, []).task, compact=True)
+    held = task.eval_set("held_out", 50)
+    train, _ = task.take("train", 0, 500)
+    for it in held:
+        a, b = [int(x) for x in it.entry["metadata"]["expression"].split()[0:3:2]]
+        assert a >= 50 and b >= 50
+    for it in train:
+        a, b = [int(x) for x in it.entry["metadata"]["expression"].split()[0:3:2]]
+        assert not (a >= 50 and b >= 50)
+    # deterministic: the same items every time
+    assert [i.prompt for i in task.eval_set("held_out", 50)] == [i.prompt for i in held]
+    more = make_task(load_config(None, ["task.held_out=more_terms"]).task, compact=True)
+    assert more.eval_set("held_out", 1)[0].prompt.count("+") + more.eval_set("held_out", 1)[0].prompt.count("-") >= 3
+
+
+def test_full_prompt_style_for_pretrained_models():
+    task = make_task(load_config(None, []).task, compact=False)
+    assert task.take("train", 0, 1)[0][0].prompt.startswith("State the final answer")
+
+
+def test_local_tokenizer_is_cached_and_loads_with_autotokenizer(tmp_path):
+    cfg = load_config(None, [f"run.cache_dir={tmp_path}"])
+    task = make_task(cfg.task, compact=True)
+    tok = get_tokenizer(cfg, task.corpus)
+    text = "12+7=19,19-35=-16."
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    again = AutoTokenizer.from_pretrained(tok.name_or_path)
+    assert again.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False)
+    assert len(tok) < 32 and tok.pad_token and tok.eos_token and tok.bos_token
+    get_tokenizer(cfg, task.corpus)  # second call: from the cache
+    assert len(list((tmp_path / "tokenizers").glob("chars-*"))) == 1
+
+
+def test_scale_axis_parameter_counts(tmp_path):
+    sizes = {}
+    for scale in ("tiny-0.3m", "tiny-1m", "tiny-4m"):
+        cfg = load_config(None, [f"model.scale={scale}", f"run.cache_dir={tmp_path}"])
+        tok = get_tokenizer(cfg, make_task(cfg.task, True).corpus)
+        sizes[scale] = count_params(build_model(cfg, tok, init_seed=0))
+    assert 0.2e6 < sizes["tiny-0.3m"] < 0.4e6
+    assert 0.7e6 < sizes["tiny-1m"] < 1.3e6
+    assert 3e6 < sizes["tiny-4m"] < 5e6
+
+
+def test_llama_arch_and_init_is_seeded(tmp_path):
+    cfg = load_config(None, ["model.arch=llama", "model.scale=tiny-0.3m", f"run.cache_dir={tmp_path}"])
+    tok = get_tokenizer(cfg, make_task(cfg.task, True).corpus)
+    a, b = build_model(cfg, tok, 3), build_model(cfg, tok, 3)
+    assert type(a).__name__ == "LlamaForCausalLM"
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_sampler_logprobs_equal_teacher_forced_logprobs(tmp_path):
+    cfg = load_config(None, ["model.scale=tiny-0.3m", f"run.cache_dir={tmp_path}"])
+    task = make_task(cfg.task, True)
+    tok = get_tokenizer(cfg, task.corpus)
+    model = build_model(cfg, tok, 0)
+    items, _ = task.take("train", 0, 6)
+    torch.manual_seed(0)
+    for temp in (1.0, 0.7):
+        ro = HFEngine(model, tok).generate([i.prompt for i in items], max_new_tokens=20, temperature=temp)
+        lp, ent = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask, ro.response_ids,
+                                    ro.response_mask, temp, with_entropy=True)
+        m = ro.response_mask.bool()
+        assert (lp[m] - ro.logprobs[m]).abs().max() < 1e-4
+        assert (ent[m] >= 0).all()
+        # masks: lengths count tokens up to and including EOS; truncated = no EOS
+        assert ro.lengths.tolist() == ro.response_mask.sum(-1).tolist()
+        for i in range(len(items)):
+            has_eos = (ro.response_ids[i] == tok.eos_token_id).any().item()
+            assert has_eos != ro.truncated[i].item()
