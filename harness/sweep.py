@@ -477,4 +477,4 @@ def table(runs: list[Run], spec: Spec, extra: dict[str, list[str]] | None = None
     widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h)
               for j, h in enumerate(header)]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header)] + [fmt.format(*row) for row in rows])
+    return "\n".join(fmt.format(*row).rstrip() for row in [header] + rows)
