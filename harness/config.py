@@ -150,7 +150,7 @@ class AlgoCfg:
 
 @dataclass
 class OptimCfg:
-    lr: float = F(1e-3, "AdamW learning rate of the RL updates", lo=0, lo_open=True)
+    lr: float = F(1e-4, "AdamW learning rate of the RL updates (1e-3 collapsed the tiny models: LOG.md)", lo=0, lo_open=True)
     weight_decay: float = F(0.0, "AdamW weight decay", lo=0)
     beta1: float = F(0.9, "AdamW beta1", lo=0, hi=1)
     beta2: float = F(0.99, "AdamW beta2", lo=0, hi=1)
