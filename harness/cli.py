@@ -4,6 +4,8 @@
     rlablate config CONFIG.yaml [key=value ...]    print the resolved config, write nothing
     rlablate choices                               list every design-choice axis and its values
     rlablate analyze RESULTS_DIR                   fit curves, write the report
+    rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
+    rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
 
 Exit codes: 0 ok, 1 the run failed, 2 a bad config or command line (nothing written), 3 the run
 diverged (non-finite reward/advantage/loss).
@@ -63,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
                    description="Every registered value of every axis, with the first line of its "
                    "docstring (formula and paper), and the shipped presets.")
+    from .launch import add_parsers as add_sweep_parsers
+    add_sweep_parsers(sub)
     try:
         from analysis.cli import add_analyze_parser
         add_analyze_parser(sub)
@@ -124,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in list_presets():
             print(f"  {name:22s} " + ", ".join(f"{k}={v}" for k, v in load_preset(name).items()))
         return EXIT_OK
+    if args.cmd in ("sweep", "status"):
+        from .launch import run_cli
+        return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
     if args.cmd == "analyze":
         from analysis.cli import run_analyze
         return run_analyze(args)

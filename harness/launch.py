@@ -1,0 +1,541 @@
+"""Launching a sweep through submitit, idempotently, and reporting its status.
+
+    rlablate sweep sweeps/demo.yaml --dry-run            # the runs, their state, what would go out
+    rlablate sweep sweeps/demo.yaml                      # local: runs N at once, waits
+    rlablate sweep sweeps/x.yaml --executor slurm        # one job array per resource group
+    rlablate status sweeps/demo.yaml                     # or: rlablate status results/demo
+
+One code path for every executor: submitit's `AutoExecutor` with `cluster` = local | slurm | debug
+(as hydra's submitit launcher does). The job is `RunJob`, a `Checkpointable` whose state is the
+run's own checkpoint: on preemption or time-out submitit requeues the same callable and `train()`
+resumes from `checkpoints/last.pt`, truncating metrics past it, so no row is lost or duplicated.
+
+Idempotence comes from the run directories, not from bookkeeping that could drift: a run whose
+`summary.json` says finished (or diverged: a deterministic result) is skipped; a run whose lock is
+held, or whose last SLURM job is still queued or running, is skipped; anything else (never started,
+failed, killed mid-way) is submitted and resumes. `train()`'s own file lock is the last guard: two
+processes never run one run at once. The sweep dir records the spec, the git commit and the package
+versions of every launch (`sweep.json`), and which job ran which run (`jobs.jsonl`, `attempts.jsonl`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import submitit
+
+from .io import write_json
+from .sweep import Run, Spec, summarize, table
+
+# SLURM states of a job that will still run (or is running) our callable.
+SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED",
+                "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"}
+SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT"}
+STATES = ("pending", "queued", "running", "incomplete", "failed", "finished", "diverged")
+SUBMIT_STATES = {"pending", "incomplete", "failed"}
+VERSIONED = ("rlablate", "torch", "transformers", "tokenizers", "reasoning-gym", "submitit", "pyyaml",
+             "numpy")
+
+
+class LaunchError(RuntimeError):
+    """The launch could not go ahead (no scheduler, a submission refused): one line."""
+
+
+# ------------------------------------------------------------------------------------------------
+# The job
+# ------------------------------------------------------------------------------------------------
+class RunJob(submitit.helpers.Checkpointable):
+    """Train one run of a sweep. Holds only the resolved config (a plain dict), so the pickle is
+    small and the run is exactly the one expanded at submission time."""
+
+    def __init__(self, config: dict):
+        self.config = config
+
+    def __call__(self) -> dict:
+        from .config import config_from_dict
+        from .train import train
+
+        cfg = config_from_dict(self.config)
+        run_dir = cfg.run_dir()
+        prev = _read_json(run_dir / "summary.json") or {}
+        try:
+            job_id = submitit.JobEnvironment().job_id
+        except RuntimeError:  # the debug executor runs in-process, outside a job environment
+            job_id = "debug"
+        _append_jsonl(run_dir.parent / "attempts.jsonl", {
+            "time": time.time(), "run_id": cfg.run_id(), "job_id": job_id,
+            "host": socket.gethostname(), "pid": os.getpid(),
+            "resume_from_step": prev.get("step", 0) if prev.get("status") != "finished" else None})
+        summary = train(cfg, progress=False)
+        return {"run_id": cfg.run_id(), "status": summary["status"], "step": summary.get("step")}
+
+    def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
+        """Preempted or timed out: requeue this same run. Its state is on disk (the run's
+        checkpoint), so nothing needs to be carried in the pickle."""
+        return submitit.helpers.DelayedSubmission(RunJob(self.config))
+
+
+# ------------------------------------------------------------------------------------------------
+# Where things are, and what state they are in
+# ------------------------------------------------------------------------------------------------
+def sweep_dir(runs: list[Run]) -> Path:
+    """<run.results_dir>/<sweep>: one directory per sweep (the spec forbids sweeping results_dir)."""
+    return runs[0].cfg.run_dir().parent
+
+
+@dataclass
+class RunState:
+    run_id: str
+    state: str                  # one of STATES
+    step: int | None = None
+    total: int | None = None
+    job_id: str | None = None   # latest scheduler job that ran or will run it
+    slurm: str | None = None    # that job's SLURM state, where a scheduler knows it
+    attempts: int = 0
+
+    @property
+    def progress(self) -> str:
+        if not self.total:
+            return ""
+        return f"{100 * (self.step or 0) / self.total:.0f}%"
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line
+    return out
+
+
+def _append_jsonl(path: Path, row: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:  # one write of one line: appends from several jobs do not interleave
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def lock_held(run_dir: Path) -> bool:
+    """True when a live process holds the run's lock (train() holds it while it runs; the kernel
+    drops it when the process dies, so a killed run never looks alive)."""
+    p = run_dir / ".lock"
+    if not p.exists():
+        return False
+    with open(p, "r") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _last_step(metrics: Path) -> int | None:
+    """The step of the last complete row of metrics.jsonl, reading only its tail."""
+    try:
+        with open(metrics, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def slurm_job_states(job_ids: set[str]) -> dict[str, str]:
+    """SLURM state of each of `job_ids` ('123' or '123_4'): squeue for live jobs, sacct for the
+    rest. Empty where no SLURM client is installed; a job neither knows is left out."""
+    if not job_ids or not shutil.which("squeue"):
+        return {}
+    states: dict[str, str] = {}
+    user = os.environ.get("USER") or _whoami()
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        jid, _, st = line.partition("|")
+        if jid in job_ids:
+            states[jid] = st
+    rest = {j for j in job_ids if j not in states}
+    if rest and shutil.which("sacct"):
+        bases = sorted({j.split("_")[0] for j in rest})
+        cmd = ["sacct", "-n", "-P", "-X", "-o", "JobID,State"] + [a for b in bases for a in ("-j", b)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        for line in out.splitlines():
+            jid, _, st = line.partition("|")
+            if jid in rest:
+                states[jid] = st.split()[0] if st else st  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+def _whoami() -> str:
+    import pwd
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict[str, RunState]:
+    """The state of each run, from its directory, its lock and its last scheduler job."""
+    jobs: dict[str, dict] = {}
+    for row in _read_jsonl(sdir / "jobs.jsonl"):
+        jobs[row["run_id"]] = row  # the latest submission of each run
+    attempts: dict[str, int] = {}
+    for row in _read_jsonl(sdir / "attempts.jsonl"):
+        attempts[row["run_id"]] = attempts.get(row["run_id"], 0) + 1
+    slurm_ids = {j["job_id"] for j in jobs.values() if j.get("executor") == "slurm"}
+    sl = slurm_job_states(slurm_ids) if query_slurm else {}
+    out = {}
+    for rid in run_ids:
+        rdir = sdir / rid
+        summary = _read_json(rdir / "summary.json")
+        job = jobs.get(rid, {})
+        st = RunState(rid, "pending", job_id=job.get("job_id"), attempts=attempts.get(rid, 0))
+        st.slurm = sl.get(st.job_id) if job.get("executor") == "slurm" else None
+        if summary:
+            st.step, st.total = summary.get("step"), summary.get("total_steps")
+        status = (summary or {}).get("status")
+        if status in ("finished", "diverged"):
+            st.state = status
+        elif lock_held(rdir) or st.slurm in SLURM_RUNNING:
+            st.state = "running"
+            st.step = _last_step(rdir / "metrics.jsonl") if st.total else st.step
+        elif st.slurm in SLURM_QUEUED:
+            st.state = "queued"
+        elif status == "failed":
+            st.state = "failed"
+        elif summary or (rdir / "metrics.jsonl").exists():
+            st.state = "incomplete"  # started, not running now, not finished: it will resume
+        out[rid] = st
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The record of a sweep
+# ------------------------------------------------------------------------------------------------
+def environment() -> dict:
+    """Git commit of the harness and package versions: what a launch ran with."""
+    repo = Path(__file__).resolve().parent.parent
+    git = {"commit": None, "dirty": None}
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=30)
+        if commit.returncode == 0:
+            git["commit"] = commit.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "harness"],
+                                   capture_output=True, text=True, timeout=30)
+            git["dirty"] = bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    versions = {}
+    for name in VERSIONED:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"git": git, "python": platform.python_version(), "versions": versions,
+            "host": socket.gethostname()}
+
+
+def record_launch(spec: Spec, runs: list[Run], executor: str, submitted: list[str],
+                  skipped: dict[str, str]) -> Path:
+    """Write <sweep>/sweep.json (spec, runs, and one entry per launch) and <sweep>/spec.yaml."""
+    import yaml
+    sdir = sweep_dir(runs)
+    sdir.mkdir(parents=True, exist_ok=True)
+    path = sdir / "sweep.json"
+    rec = _read_json(path) or {"name": spec.name, "created": time.time(), "launches": []}
+    env = environment()
+    rec.update(name=spec.name, spec_source=spec.source, spec_sha256=spec.sha256, spec=spec.raw,
+               swept_keys=spec.swept_keys, updated=time.time(), **env,
+               runs=[{"run_id": r.run_id, "point": r.point, "resources": r.resources} for r in runs])
+    rec["launches"].append({"time": time.time(), "executor": executor, "spec_sha256": spec.sha256,
+                            "git_commit": env["git"]["commit"], "git_dirty": env["git"]["dirty"],
+                            "submitted": submitted, "skipped": skipped})
+    write_json(path, rec)
+    (sdir / "spec.yaml").write_text(yaml.safe_dump(spec.raw, sort_keys=False))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Launch
+# ------------------------------------------------------------------------------------------------
+def _executor(kind: str, sdir: Path, res: dict, name: str) -> submitit.AutoExecutor:
+    ex = submitit.AutoExecutor(folder=sdir / "_submitit" / "%j", cluster=kind,
+                               slurm_max_num_timeout=res["max_timeouts"],
+                               local_max_num_timeout=res["max_timeouts"])
+    params = {"name": f"rlablate-{name}", "timeout_min": res["time_min"],
+              "cpus_per_task": res["cpus_per_task"], "gpus_per_node": res["gpus_per_node"],
+              "mem_gb": res["mem_gb"]}
+    if kind == "slurm":
+        params.update(slurm_partition=res["partition"], slurm_array_parallelism=res["array_parallelism"],
+                      slurm_account=res["account"], slurm_qos=res["qos"],
+                      slurm_constraint=res["constraint"], slurm_setup=res["setup"])
+    else:  # local/debug: this machine's memory is what it is; GPUs only when asked for
+        del params["mem_gb"]
+        if not res["gpus_per_node"]:
+            del params["gpus_per_node"]
+    ex.update_parameters(**params)
+    return ex
+
+
+def plan(runs: list[Run]) -> tuple[dict[str, RunState], list[Run], dict[str, str]]:
+    """What a launch would do: (states, runs to submit, skipped run_id -> why)."""
+    states = run_states(sweep_dir(runs), [r.run_id for r in runs])
+    todo = [r for r in runs if states[r.run_id].state in SUBMIT_STATES]
+    skipped = {}
+    for r in runs:
+        st = states[r.run_id]
+        if st.state not in SUBMIT_STATES:
+            skipped[r.run_id] = st.state + (f" (job {st.job_id})" if st.state in ("queued", "running")
+                                            and st.job_id else "")
+    return states, todo, skipped
+
+
+def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: bool = False,
+           out: Callable[[str], None] = print) -> dict:
+    """Submit the runs that need it. local and debug wait for their runs; slurm returns once the
+    arrays are queued unless `wait`. Returns {"submitted": [...], "skipped": {...}, "jobs": {...},
+    "results": {run_id: status}}."""
+    if executor == "slurm" and not shutil.which("sbatch"):
+        raise LaunchError("--executor slurm: no `sbatch` on this machine (start a cluster with "
+                          "scripts/slurm_up.sh, or use --executor local)")
+    sdir = sweep_dir(runs)
+    states, todo, skipped = plan(runs)
+    record_launch(spec, runs, executor, [r.run_id for r in todo], skipped)
+    out(f"sweep {spec.name}: {summarize(runs)}; submitting {len(todo)}, skipping {len(skipped)} "
+        f"({_count(skipped.values())})  [{sdir}]")
+    result: dict = {"submitted": [r.run_id for r in todo], "skipped": skipped, "jobs": {},
+                    "results": {}}
+    if not todo:
+        return result
+    groups: dict[str, list[Run]] = {}
+    for r in todo:
+        groups.setdefault(json.dumps(r.resources, sort_keys=True), []).append(r)
+
+    def record(r: Run, job) -> None:
+        result["jobs"][r.run_id] = job
+        _append_jsonl(sdir / "jobs.jsonl", {"time": time.time(), "run_id": r.run_id,
+                                            "job_id": str(job.job_id), "executor": executor})
+
+    if executor == "slurm":
+        for key, group in groups.items():
+            ex = _executor("slurm", sdir, group[0].resources, spec.name)
+            with ex.batch():
+                jobs = [ex.submit(RunJob(r.cfg.to_dict())) for r in group]
+            for r, job in zip(group, jobs):
+                record(r, job)
+            out(f"  job array {jobs[0].job_id.split('_')[0]}: {len(jobs)} runs "
+                f"({_describe_res(group[0].resources)})")
+        if wait:
+            _wait(result, out)
+        return result
+
+    if executor == "debug":  # in-process, one after another (result() runs it): tests and pdb
+        for r in todo:
+            job = _executor("debug", sdir, r.resources, spec.name).submit(RunJob(r.cfg.to_dict()))
+            record(r, job)
+            result["results"][r.run_id] = _outcome(job, out)
+        return result
+
+    # local: at most `parallel` runs at once, each a submitit local job (its own process)
+    parallel = parallel or spec.local["parallel"] or os.cpu_count() or 1
+    queue, active = list(todo), {}
+    try:
+        while queue or active:
+            while queue and len(active) < parallel:
+                r = queue.pop(0)
+                job = _executor("local", sdir, r.resources, spec.name).submit(RunJob(r.cfg.to_dict()))
+                record(r, job)
+                active[r.run_id] = job
+            time.sleep(0.5)
+            for rid in [rid for rid, j in active.items() if j.done()]:
+                result["results"][rid] = _outcome(active.pop(rid), out)
+    except KeyboardInterrupt:
+        for j in active.values():
+            j.cancel(check=False)
+        out("interrupted: running jobs cancelled; run the same command again to resume")
+        raise
+    return result
+
+
+def _wait(result: dict, out: Callable[[str], None], poll_s: float = 2.0) -> None:
+    pending = dict(result["jobs"])
+    while pending:
+        for rid in [rid for rid, j in pending.items() if j.done()]:
+            result["results"][rid] = _outcome(pending.pop(rid), out)
+        if pending:
+            time.sleep(poll_s)
+
+
+def _outcome(job, out: Callable[[str], None]) -> str:
+    try:
+        res = job.result()
+        status = res["status"]
+        out(f"  {status:9s} {res['run_id']}  step {res['step']}  (job {job.job_id})")
+    except Exception as e:  # the job raised, was killed or cancelled: report and go on
+        status = "failed"
+        first = str(e).strip().splitlines()
+        out(f"  failed    job {job.job_id}: {type(e).__name__}: {first[-1] if first else ''}  "
+            f"(log: {job.paths.stderr})")
+    return status
+
+
+def _count(values) -> str:
+    counts: dict[str, int] = {}
+    for v in values:
+        k = v.split(" ")[0]
+        counts[k] = counts.get(k, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items()) or "none"
+
+
+def _describe_res(res: dict) -> str:
+    keys = ("partition", "time_min", "cpus_per_task", "gpus_per_node", "mem_gb")
+    return ", ".join(f"{k}={res[k]}" for k in keys if res.get(k) is not None)
+
+
+# ------------------------------------------------------------------------------------------------
+# Status
+# ------------------------------------------------------------------------------------------------
+def status_report(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> tuple[str, dict]:
+    states = run_states(sdir, run_ids, query_slurm)
+    counts = {s: 0 for s in STATES}
+    for st in states.values():
+        counts[st.state] += 1
+    head = (f"{sdir}: {len(run_ids)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()
+                                                          if n or s in ("pending", "running",
+                                                                        "finished", "failed",
+                                                                        "diverged")))
+    rows = [["run_id", "state", "step", "progress", "attempts", "job", "slurm"]]
+    for rid in run_ids:
+        st = states[rid]
+        rows.append([rid, st.state, f"{st.step}/{st.total}" if st.total else "", st.progress,
+                     str(st.attempts), st.job_id or "", st.slurm or ""])
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return head + "\n" + "\n".join(lines), counts
+
+
+def runs_of_dir(sdir: Path) -> list[str]:
+    """The run ids of a sweep dir: from sweep.json (pending runs have no directory yet)."""
+    rec = _read_json(sdir / "sweep.json")
+    if rec is None:
+        raise LaunchError(f"{sdir}: no sweep.json (not a sweep directory, or never launched)")
+    return [r["run_id"] for r in rec["runs"]]
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line (`rlablate sweep`, `rlablate status`; wired in harness/cli.py)
+# ------------------------------------------------------------------------------------------------
+def add_parsers(sub) -> None:
+    import argparse
+    fmt = argparse.RawDescriptionHelpFormatter
+    s = sub.add_parser("sweep", help="expand a sweep spec and launch its runs (idempotent)",
+                       formatter_class=fmt, description=(
+                           "Expand SPEC (sweeps/*.yaml) into runs and submit those not finished, "
+                           "not running and not queued, through submitit. Re-running the same "
+                           "command skips finished runs and resumes the rest from their "
+                           "checkpoints. The sweep dir <run.results_dir>/<name>/ records the spec, "
+                           "git commit and package versions (sweep.json), the jobs (jobs.jsonl) and "
+                           "the submitit logs (_submitit/)."))
+    s.add_argument("spec", help="sweep spec YAML (see harness/sweep.py for the keys)")
+    s.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="dotted keys applied to every run, e.g. run.results_dir=/scratch/r or "
+                        "slurm.partition=gpu (a swept key cannot be overridden)")
+    s.add_argument("--executor", choices=("local", "slurm", "debug"), default=None,
+                   help="local: submitit subprocesses on this machine, --parallel at once, waits; "
+                        "slurm: one job array per resource group, returns once queued; debug: "
+                        "in-process, one by one. Default: the spec's `executor`")
+    s.add_argument("--dry-run", action="store_true",
+                   help="print the runs, their state and what would be submitted; write nothing")
+    s.add_argument("--parallel", type=int, default=0,
+                   help="local executor: runs at once (default: the spec's local.parallel, else "
+                        "one per CPU core)")
+    s.add_argument("--wait", action="store_true",
+                   help="slurm executor: wait for the jobs and report each run's outcome")
+    t = sub.add_parser("status", help="counts and per-run progress of a sweep", formatter_class=fmt,
+                       description="State of every run of a sweep: pending (not submitted), queued, "
+                       "running, incomplete (stopped mid-way; resumes on the next `rlablate "
+                       "sweep`), failed, finished, diverged; step/progress, attempts, the latest "
+                       "job id and its SLURM state.")
+    t.add_argument("target", help="a sweep spec YAML, or a sweep directory <results_dir>/<name>")
+    t.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="with a spec: the same overrides as given to `rlablate sweep`")
+
+
+def run_cli(args, exit_usage: int = 2, exit_failed: int = 1) -> int:
+    """`rlablate sweep` / `rlablate status`. Exit 2 for a bad spec (nothing written or submitted),
+    1 when a waited-for run failed, else 0."""
+    from .sweep import SpecError, expand, load_spec
+
+    def load(path: str, overrides: list[str]):
+        spec = load_spec(path, overrides)
+        return spec, expand(spec)
+
+    try:
+        if args.cmd == "status":
+            target = Path(args.target)
+            if target.is_dir():
+                if args.overrides:
+                    raise SpecError("status DIR takes no key=value overrides")
+                sdir, ids = target, runs_of_dir(target)
+            else:
+                _, runs = load(args.target, args.overrides)
+                sdir, ids = sweep_dir(runs), [r.run_id for r in runs]
+            text, _ = status_report(sdir, ids)
+            print(text)
+            return 0
+        spec, runs = load(args.spec, args.overrides)
+        executor = args.executor or spec.executor
+        if args.parallel < 0:
+            raise SpecError(f"--parallel = {args.parallel}: must be >= 0")
+        if args.dry_run:
+            states, todo, skipped = plan(runs)
+            go = {r.run_id for r in todo}
+            print(table(runs, spec, {"state": [states[r.run_id].state for r in runs],
+                                     "action": ["submit" if r.run_id in go else "skip" for r in runs]}))
+            print(f"{summarize(runs)}; {executor} executor would submit {len(todo)}, skip "
+                  f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
+            return 0
+        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait)
+    except (SpecError, LaunchError) as e:
+        print(f"rlablate: {'spec' if isinstance(e, SpecError) else 'launch'} error: {e}",
+              file=sys.stderr)
+        return exit_usage
+    bad = [rid for rid, s in res["results"].items() if s != "finished"]
+    if res["results"]:
+        print(f"{len(res['results']) - len(bad)} of {len(res['results'])} submitted runs finished"
+              + (f"; not finished: {', '.join(bad)}" if bad else ""))
+    return exit_failed if bad else 0
