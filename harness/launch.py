@@ -60,14 +60,18 @@ class RunJob(submitit.helpers.Checkpointable):
     """Train one run of a sweep. Holds only the resolved config (a plain dict), so the pickle is
     small and the run is exactly the one expanded at submission time."""
 
-    def __init__(self, config: dict):
-        self.config = config
+    def __init__(self, config: dict, run_id: str):
+        self.config, self.run_id = config, run_id
 
     def __call__(self) -> dict:
         from .config import config_from_dict
         from .train import train
 
         cfg = config_from_dict(self.config)
+        if cfg.run_id() != self.run_id:  # the code changed between submission and start
+            raise RuntimeError(f"run {self.run_id}: this harness resolves its config to "
+                               f"{cfg.run_id()} (the config schema or defaults changed since "
+                               f"submission); refusing to run it under another id: resubmit")
         run_dir = cfg.run_dir()
         prev = _read_json(run_dir / "summary.json") or {}
         try:
@@ -84,7 +88,7 @@ class RunJob(submitit.helpers.Checkpointable):
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
         """Preempted or timed out: requeue this same run. Its state is on disk (the run's
         checkpoint), so nothing needs to be carried in the pickle."""
-        return submitit.helpers.DelayedSubmission(RunJob(self.config))
+        return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_id))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ def environment() -> dict:
                                 text=True, timeout=30)
         if commit.returncode == 0:
             git["commit"] = commit.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "harness"],
+            dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
                                    capture_output=True, text=True, timeout=30)
             git["dirty"] = bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
@@ -311,6 +315,10 @@ def _executor(kind: str, sdir: Path, res: dict, name: str) -> submitit.AutoExecu
     return ex
 
 
+def _job(r: Run) -> RunJob:
+    return RunJob(r.cfg.to_dict(), r.run_id)
+
+
 def plan(runs: list[Run]) -> tuple[dict[str, RunState], list[Run], dict[str, str]]:
     """What a launch would do: (states, runs to submit, skipped run_id -> why)."""
     states = run_states(sweep_dir(runs), [r.run_id for r in runs])
@@ -354,10 +362,11 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
         for key, group in groups.items():
             ex = _executor("slurm", sdir, group[0].resources, spec.name)
             with ex.batch():
-                jobs = [ex.submit(RunJob(r.cfg.to_dict())) for r in group]
+                jobs = [ex.submit(_job(r)) for r in group]
             for r, job in zip(group, jobs):
                 record(r, job)
-            out(f"  job array {jobs[0].job_id.split('_')[0]}: {len(jobs)} runs "
+            what = f"job array {jobs[0].job_id.split('_')[0]}" if len(jobs) > 1 else f"job {jobs[0].job_id}"
+            out(f"  {what}: {len(jobs)} run{'s' if len(jobs) > 1 else ''} "
                 f"({_describe_res(group[0].resources)})")
         if wait:
             _wait(result, out)
@@ -365,7 +374,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
 
     if executor == "debug":  # in-process, one after another (result() runs it): tests and pdb
         for r in todo:
-            job = _executor("debug", sdir, r.resources, spec.name).submit(RunJob(r.cfg.to_dict()))
+            job = _executor("debug", sdir, r.resources, spec.name).submit(_job(r))
             record(r, job)
             result["results"][r.run_id] = _outcome(job, out)
         return result
@@ -377,7 +386,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
         while queue or active:
             while queue and len(active) < parallel:
                 r = queue.pop(0)
-                job = _executor("local", sdir, r.resources, spec.name).submit(RunJob(r.cfg.to_dict()))
+                job = _executor("local", sdir, r.resources, spec.name).submit(_job(r))
                 record(r, job)
                 active[r.run_id] = job
             time.sleep(0.5)
@@ -453,7 +462,9 @@ def runs_of_dir(sdir: Path) -> list[str]:
     rec = _read_json(sdir / "sweep.json")
     if rec is None:
         raise LaunchError(f"{sdir}: no sweep.json (not a sweep directory, or never launched)")
-    return [r["run_id"] for r in rec["runs"]]
+    ids = [r["run_id"] for r in rec["runs"]]
+    # runs of earlier versions of the spec keep their directories: show them too
+    return ids + sorted(p.parent.name for p in sdir.glob("*/config.yaml") if p.parent.name not in ids)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,12 +12,14 @@ lives in `harness.launch`; nothing here touches the file system beyond reading t
     grid:                            # dotted key -> list of values; the cartesian product
       algo.preset: [grpo]
     zip:                             # groups of keys whose values move together (equal lengths)
-      - model.scale: [tiny-0.3m, tiny-1m]
+      - label.size: [small, large]   # `label.*`: a name for the group (tables, run_name)
+        model.scale: [tiny-0.3m, tiny-1m]
         optim.lr: [3e-3, 1e-3]
         slurm.time_min: [30, 60]     # `slurm.*` keys are resources, not config: per-group
     seeds: [0, 1, 2]                 # run.seed (or a count: `seeds: 3` = 0, 1, 2)
     exclude:                         # drop the points matching every key of a rule
       - {model.scale: tiny-1m, run.seed: 2}
+    run_name: "{algo.preset}-{label.size}-s{run.seed}"   # readable run.name (the id adds a hash)
     executor: local                  # default of `rlablate sweep --executor`
     slurm: {partition: gpu, time_min: 60, cpus_per_task: 4, gpus_per_node: 1, mem_gb: 32}
     local: {parallel: 2}             # local executor: runs at once
@@ -52,8 +54,8 @@ class SpecError(ValueError):
     """A sweep spec problem: one line, `<spec>: <key>: <what is allowed>`."""
 
 
-TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "executor",
-            "slurm", "local")
+TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "run_name",
+            "executor", "slurm", "local")
 EXECUTORS = ("local", "slurm", "debug")
 # Keys a spec may not sweep or set: they are the sweep's identity and location, one per sweep.
 RESERVED = {"run.sweep": "set by the spec's `name`",
@@ -107,6 +109,7 @@ class Spec:
     executor: str
     slurm: dict[str, Any]      # default resources
     local: dict[str, Any]
+    run_name: str | None = None  # template of run.name, e.g. '{label.loss}-{model.path}-s{run.seed}'
 
     @property
     def swept_keys(self) -> list[str]:
@@ -262,6 +265,7 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         if k.startswith("slurm."):
             _check_resource(k, v, f"override {k}", err)
         fixed[k] = v
+        seen.setdefault(k, "override")
 
     # ---- exclude rules
     swept = {k for a in axes for k in a.keys}
@@ -287,10 +291,24 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
     slurm = _resource_block(raw.get("slurm", {}), "slurm", RESOURCES, err)
     local = _resource_block(raw.get("local", {}), "local", LOCAL_KEYS, err)
 
+    # ---- run_name: a readable run.name from swept or set values
+    run_name = raw.get("run_name")
+    if run_name is not None:
+        if not isinstance(run_name, str) or not run_name.strip():
+            raise err(f"run_name = {run_name!r}: a template like '{{label.loss}}-{{model.scale}}-s{{run.seed}}'")
+        if "run.name" in seen:
+            raise err(f"run_name: run.name is also given in {seen['run.name']}; use one of them")
+        known = sorted(seen)
+        for k in re.findall(r"\{([^{}]*)\}", run_name):
+            if k not in seen:
+                raise err(f"run_name: {{{k}}} is neither swept nor set in this spec; use one of "
+                          f"{', '.join(known)}" + suggest(k, known))
+
     if sha256 is None:
         sha256 = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
     return Spec(name=name, raw=raw, source=source, sha256=sha256, base=base, fixed=fixed,
-                axes=axes, exclude=exclude, executor=executor, slurm=slurm, local=local)
+                axes=axes, exclude=exclude, executor=executor, slurm=slurm, local=local,
+                run_name=run_name)
 
 
 def _flatten(d: dict, prefix: str) -> dict[str, Any]:
@@ -314,7 +332,12 @@ def _dotted_mapping(d: Any, where: str, err, allow_lists: bool) -> dict[str, Any
 
 
 def _check_key(key: str, where: str, err, swept: bool) -> None:
-    """A dotted config key or a `slurm.<resource>` key; never one the sweep owns."""
+    """A dotted config key, a `slurm.<resource>` key or a `label.<name>` (an annotation carried in
+    the run table and usable in run_name, not part of the config); never one the sweep owns."""
+    if key.startswith("label."):
+        if not re.fullmatch(r"label\.[A-Za-z_][A-Za-z0-9_]*", key):
+            raise err(f"{where}.{key}: a label is 'label.<identifier>'")
+        return
     if key.startswith("slurm."):
         r = key[len("slurm."):]
         if r not in RESOURCES:
@@ -398,7 +421,7 @@ def expand(spec: Spec) -> list[Run]:
     last varying fastest). Pure: same spec -> same runs, same run_ids. Raises `SpecError` naming the
     run's swept values if a run's config is invalid, if two runs resolve to the same config, or if
     an exclude rule matches nothing (a typo there would otherwise silently exclude nothing)."""
-    fixed_cfg = {k: v for k, v in spec.fixed.items() if not k.startswith("slurm.")}
+    fixed_cfg = {k: v for k, v in spec.fixed.items() if not k.startswith(("slurm.", "label."))}
     fixed_res = {k[6:]: v for k, v in spec.fixed.items() if k.startswith("slurm.")}
     common = _merge(copy.deepcopy(spec.base), _nest(fixed_cfg))
     common = _merge(common, {"run": {"sweep": spec.name}})
@@ -414,7 +437,9 @@ def expand(spec: Spec) -> list[Run]:
                 used[i] += 1
             if hit:
                 continue
-            cfg_part = {k: v for k, v in point.items() if not k.startswith("slurm.")}
+            cfg_part = {k: v for k, v in point.items() if not k.startswith(("slurm.", "label."))}
+            if spec.run_name:
+                cfg_part["run.name"] = _render(spec.run_name, {**spec.fixed, **point})
             res = {**spec.slurm, **fixed_res,
                    **{k[6:]: v for k, v in point.items() if k.startswith("slurm.")}}
             label = ", ".join(f"{k}={v}" for k, v in point.items()) or "the base config"
@@ -436,6 +461,14 @@ def expand(spec: Spec) -> list[Run]:
     if not runs:
         raise SpecError(f"{spec.source}: every run is excluded; nothing to run")
     return runs
+
+
+def _render(template: str, values: dict[str, Any]) -> str:
+    """'{label.loss}-{model.path}-s{run.seed}' -> 'dapo-Qwen2.5-7B-s0' (a path gives its last part)."""
+    def sub(m: re.Match) -> str:
+        v = values[m.group(1)]
+        return str(v).rstrip("/").rsplit("/", 1)[-1] if isinstance(v, str) else str(v)
+    return re.sub(r"\{([^{}]*)\}", sub, template)
 
 
 @contextlib.contextmanager
