@@ -138,6 +138,8 @@ class AlgoCfg:
                          choices_from="aggregation")
     clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low", lo=0)
     clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (DAPO: 0.28)", lo=0)
+    dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
+                         "c*A (Ye et al. 2020); 0 = off", lo=0)
     adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
     epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
     minibatches: int = F(2, "optimizer steps per epoch (the batch is split in this many)", lo=1)
@@ -433,6 +435,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"algo.minibatches = {cfg.algo.minibatches}: must divide "
                           f"rollout.prompts_per_step ({cfg.rollout.prompts_per_step}, {total} "
                           f"sequences) so every minibatch holds whole groups")
+    _validate_algo(cfg)
     needs_groups = algos.ADVANTAGE_NEEDS_GROUP.get(cfg.algo.advantage, False)
     if needs_groups and cfg.rollout.group_size < 2:
         raise ConfigError(f"rollout.group_size = {cfg.rollout.group_size}: advantage "
@@ -445,6 +448,32 @@ def validate(cfg: Config) -> None:
         if need > cfg.model.max_positions:
             raise ConfigError(f"model.max_positions = {cfg.model.max_positions}: prompt + "
                               f"rollout.max_new_tokens needs {need}")
+
+
+def _validate_algo(cfg: Config) -> None:
+    """Combinations of design choices that are wrong or meaningless: one line each, never a warning."""
+    from . import algos
+
+    a = cfg.algo
+    if algos.RATIO_CONSTANT_PER_RESPONSE.get(a.ratio) and \
+            algos.AGGREGATION_WEIGHTS_BY_LENGTH.get(a.aggregation):
+        raise ConfigError(f"algo.aggregation = {a.aggregation!r}: with algo.ratio = {a.ratio!r} every "
+                          f"token of a response carries the same response-level term, so this "
+                          f"aggregation weights each response by its length; use seq_mean_token_mean")
+    if a.dual_clip and not algos.SURROGATE_HAS_DUAL_CLIP.get(a.surrogate):
+        raise ConfigError(f"algo.dual_clip = {a.dual_clip}: only surrogate ppo_clip has a dual clip "
+                          f"(algo.surrogate = {a.surrogate!r}); set 0")
+    if 0 < a.dual_clip <= 1:
+        raise ConfigError(f"algo.dual_clip = {a.dual_clip}: must be > 1 (or 0 = off); the floor "
+                          f"c*A binds only where the ratio exceeds c")
+    if not algos.SURROGATE_USES_RATIO.get(a.surrogate, True):
+        if a.ratio != "token":
+            raise ConfigError(f"algo.ratio = {a.ratio!r}: surrogate {a.surrogate!r} uses no "
+                              f"importance ratio; leave algo.ratio = token")
+        if a.epochs * a.minibatches > 1:
+            raise ConfigError(f"algo.minibatches = {a.minibatches}, algo.epochs = {a.epochs}: surrogate "
+                              f"{a.surrogate!r} has no importance ratio, so every update after the "
+                              f"first would use off-policy samples uncorrected; use 1 and 1")
 
 
 def _max_prompt_chars(cfg: Config) -> int:

@@ -206,8 +206,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                                                   r.temperature, with_entropy=True)
                     log_ratio = algos.RATIOS[a.ratio](logp, logp_old[idx], m)
                     out = algos.SURROGATES[a.surrogate](log_ratio, adv[idx], logp, clip_low=a.clip_low,
-                                                         clip_high=a.clip_high)
-                    loss = algos.AGGREGATIONS[a.aggregation](out.loss, m, max_new_tokens=r.max_new_tokens)
+                                                         clip_high=a.clip_high, dual_clip=a.dual_clip)
+                    loss = algos.aggregate(a.aggregation, out.loss, m, group_size=r.group_size,
+                                           max_new_tokens=r.max_new_tokens)
                     _finite("loss", loss.detach(), step)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
