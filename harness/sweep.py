@@ -247,19 +247,18 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         axes.append(Axis(("run.seed",), tuple((x,) for x in s), "seeds"))
 
     # one key, one place
-    seen: dict[str, str] = {k: "set" for k in fixed}
+    seen: dict[str, str] = {k: f"set.{k}" for k in fixed}
     for a in axes:
-        for k in a.keys:
+        for j, k in enumerate(a.keys):
+            where = f"{a.where}.{k}" if a.where.startswith("zip[") else a.where
             if k in seen:
-                raise err(f"{a.where}.{k}: also given in {seen[k]}; a key is set in one place only")
-            seen[k] = a.where
-    for a in axes:
-        for k in a.keys:
+                raise err(f"{where}: also given in {seen[k]}; a key is set in one place only")
+            seen[k] = where
             if k.startswith("slurm."):
-                for v in {repr(t[a.keys.index(k)]): t[a.keys.index(k)] for t in a.values}.values():
-                    _check_resource(k, v, f"{a.where}.{k}", err)
+                for t in a.values:
+                    _check_resource(k, t[j], where, err)
     for k, v in over.items():
-        if k in seen and seen[k] != "set":
+        if k in seen and not seen[k].startswith("set."):
             raise err(f"override {k}={v!r}: {k} is swept by {seen[k]}; edit the spec instead")
         _check_key(k, "override", err, swept=False)
         if k.startswith("slurm."):
