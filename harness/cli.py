@@ -84,7 +84,12 @@ def _split_config_arg(args) -> tuple[str | None, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # key=value overrides may also follow the options (`rlablate sweep s.yaml --dry-run a=b`)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = list(args.overrides) + extra
     from .config import ConfigError, dump_yaml, load_config
 
     if args.cmd in ("train", "config"):
