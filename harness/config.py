@@ -141,8 +141,20 @@ class AlgoCfg:
     dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
                          "c*A (Ye et al. 2020); 0 = off", lo=0)
     adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
+    kl: str = F("none", "estimator of KL(pi || pi_ref) to the frozen warm start: none (no reference "
+                "model is loaded), k1, k2 or k3", choices_from="kl")
+    kl_mode: Literal["loss", "reward"] = F(
+        "loss", "where the KL goes: a loss term aggregated like the policy loss (GRPO), or a "
+        "per-token penalty -kl_coef*kl_t in the reward (PPO-RLHF, REINFORCE++; response-level "
+        "estimators sum it into the response's reward)")
+    kl_coef: float = F(0.0, "KL coefficient beta (> 0 iff algo.kl is not none)", lo=0)
+    pos_nll_coef: float = F(0.0, "VAPO positive-example LM loss weight mu: + mu * token-mean NLL of "
+                            "the correct responses (VAPO: 0.1); 0 = off", lo=0)
     epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
     minibatches: int = F(2, "optimizer steps per epoch (the batch is split in this many)", lo=1)
+    micro_batches: int = F(1, "forward/backward chunks per minibatch (gradient accumulation); every "
+                           "normaliser is computed over the whole minibatch, so the gradient does "
+                           "not depend on it", lo=1)
     old_logprobs: Literal["sampler", "recompute"] = F(
         "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
         "forward pass before the update")
@@ -407,9 +419,12 @@ def validate(cfg: Config) -> None:
         if reg_name and reg_name != "presets":
             reg = algos.REGISTRIES[reg_name]
             value = getattr(cfg.algo, f.name)
+            if value == "none" and reg_name in algos.OPTIONAL_AXES:
+                continue
             if value not in reg:
                 raise ConfigError(f"algo.{f.name} = {value!r}: allowed values are "
-                                  f"{', '.join(reg.names())}" + suggest(value, reg.names()))
+                                  f"{', '.join(_allowed(reg_name, reg.names()))}"
+                                  + suggest(value, reg.names()))
     if cfg.model.scale == "pretrained" and not cfg.model.path:
         raise ConfigError("model.path = None: required when model.scale = pretrained")
     if cfg.model.scale != "pretrained" and cfg.model.path:
@@ -450,6 +465,11 @@ def validate(cfg: Config) -> None:
                               f"rollout.max_new_tokens needs {need}")
 
 
+def _allowed(axis: str, names: list[str]) -> list[str]:
+    from . import algos
+    return (["none"] if axis in algos.OPTIONAL_AXES else []) + names
+
+
 def _validate_algo(cfg: Config) -> None:
     """Combinations of design choices that are wrong or meaningless: one line each, never a warning."""
     from . import algos
@@ -474,6 +494,22 @@ def _validate_algo(cfg: Config) -> None:
             raise ConfigError(f"algo.minibatches = {a.minibatches}, algo.epochs = {a.epochs}: surrogate "
                               f"{a.surrogate!r} has no importance ratio, so every update after the "
                               f"first would use off-policy samples uncorrected; use 1 and 1")
+    if a.kl == "none" and a.kl_coef > 0:
+        raise ConfigError(f"algo.kl_coef = {a.kl_coef}: algo.kl = none (no KL term); set an "
+                          f"estimator (k1, k2, k3) or kl_coef = 0")
+    if a.kl == "none" and a.kl_mode != "loss":
+        raise ConfigError(f"algo.kl_mode = {a.kl_mode!r}: algo.kl = none (no KL term)")
+    if a.kl != "none" and a.kl_coef == 0:
+        raise ConfigError(f"algo.kl_coef = 0.0: algo.kl = {a.kl!r} needs a coefficient > 0 (or "
+                          f"algo.kl = none, which also skips the reference model)")
+    if a.kl == "k1" and a.kl_mode == "loss":
+        raise ConfigError("algo.kl = 'k1': as a loss term its expected gradient is zero "
+                          "(E_pi[grad log pi] = 0), so it regularises nothing; use kl_mode = reward, "
+                          "or k2/k3 as a loss")
+    seqs_per_mb = cfg.rollout.prompts_per_step // a.minibatches * cfg.rollout.group_size
+    if a.micro_batches > seqs_per_mb:
+        raise ConfigError(f"algo.micro_batches = {a.micro_batches}: must be <= the sequences per "
+                          f"minibatch ({seqs_per_mb})")
 
 
 def _max_prompt_chars(cfg: Config) -> int:

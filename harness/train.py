@@ -29,6 +29,7 @@ from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, wri
 from .models import count_params, get_tokenizer
 from .rollout import make_engine, sequence_logprobs
 from .tasks import make_task
+from .update import StepBatch, policy_backward
 from .warmstart import get_warm_start, load_warm_model
 
 
@@ -110,6 +111,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         model = load_warm_model(warm_path, device)
         model.train()
         n_params = count_params(model)
+        ref_model = None  # the frozen warm start, loaded only when a KL term needs it
+        if cfg.algo.kl != "none":
+            ref_model = load_warm_model(warm_path, device).eval().requires_grad_(False)
         engine = make_engine(cfg.rollout.engine, model, tok)
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout
@@ -180,10 +184,6 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             rewards = torch.tensor([task.score(t, it) for t, it in zip(ro.texts, group_items)])
             _finite("reward", rewards, step)
 
-            # ---- advantages (registry)
-            adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps)
-            _finite("advantage", adv, step)
-
             # ---- pi_old: the sampler's own log-probs, or one extra forward pass
             if a.old_logprobs == "sampler":
                 logp_old = ro.logprobs
@@ -193,38 +193,45 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                                                     ro.response_ids, ro.response_mask, r.temperature)
                 state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
 
-            # ---- K epochs x M minibatches of whole groups
-            stats = {"loss": [], "clip": [], "entropy": [], "kl": [], "grad_norm": []}
-            n_prompts = r.prompts_per_step
+            # ---- frozen reference policy (only when a KL term is configured)
+            logp_ref = token_rewards = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    logp_ref, _ = sequence_logprobs(ref_model, ro.prompt_ids, ro.prompt_mask,
+                                                    ro.response_ids, ro.response_mask, r.temperature)
+                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+                if a.kl_mode == "reward":  # -beta * kl_t per token, at the sampling policy
+                    token_rewards = -a.kl_coef * algos.KL_ESTIMATORS[a.kl](logp_old, logp_ref) * mask
+
+            # ---- advantages (registry)
+            adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
+                                                token_rewards=token_rewards)
+            _finite("advantage", adv, step)
+            batch = StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
+                              loss_mask=mask, adv=adv, logp_old=logp_old, correct=rewards > 0,
+                              logp_ref=logp_ref)
+
+            # ---- K epochs x M minibatches of whole groups (x micro-batches inside policy_backward)
+            stats = {"loss": [], "grad_norm": []}
+            sums: dict = {}
+            n_prompts = len(batch) // r.group_size
             for _epoch in range(a.epochs):
                 perm = torch.randperm(n_prompts)
                 for mb_prompts in perm.chunk(a.minibatches):
                     idx = (mb_prompts.unsqueeze(-1) * r.group_size + torch.arange(r.group_size)).reshape(-1)
-                    m = mask[idx]
-                    logp, ent = sequence_logprobs(model, ro.prompt_ids[idx], ro.prompt_mask[idx],
-                                                  ro.response_ids[idx], ro.response_mask[idx],
-                                                  r.temperature, with_entropy=True)
-                    log_ratio = algos.RATIOS[a.ratio](logp, logp_old[idx], m)
-                    out = algos.SURROGATES[a.surrogate](log_ratio, adv[idx], logp, clip_low=a.clip_low,
-                                                         clip_high=a.clip_high, dual_clip=a.dual_clip)
-                    loss = algos.aggregate(a.aggregation, out.loss, m, group_size=r.group_size,
-                                           max_new_tokens=r.max_new_tokens)
-                    _finite("loss", loss.detach(), step)
                     opt.zero_grad(set_to_none=True)
-                    loss.backward()
+                    st = policy_backward(model, batch.rows(idx), a, group_size=r.group_size,
+                                         max_new_tokens=r.max_new_tokens, temperature=r.temperature)
+                    _finite("loss", torch.tensor(st["loss"]), step)
                     gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip
                                                         if cfg.optim.grad_clip > 0 else float("inf"))
                     opt.step()
                     sched.step()
-                    ntok = m.sum().clamp(min=1)
-                    stats["loss"].append(loss.item())
+                    stats["loss"].append(st["loss"])
                     stats["grad_norm"].append(gn.item())
-                    stats["clip"].append(((out.clipped.float() * m).sum() / ntok).item())
-                    stats["entropy"].append(((ent.detach() * m).sum() / ntok).item())
-                    # k3 estimate of KL(pi_old || pi) on the sampled tokens (Schulman 2020)
-                    lr_ = log_ratio.detach()
-                    stats["kl"].append((((lr_.exp() - 1) - lr_) * m).sum().item() / ntok.item())
-                    state["flops"] += 6 * n_params * (int(ro.prompt_mask[idx].sum()) + int(m.sum()))
+                    for k, v in st.items():
+                        sums[k] = max(sums.get(k, 0.0), v) if k.startswith("max_") else sums.get(k, 0.0) + v
+                    state["flops"] += 6 * n_params * (int(ro.prompt_mask[idx].sum()) + int(mask[idx].sum()))
 
             # ---- compute accounting and the train row
             state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
@@ -241,8 +248,12 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                    "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
                    "rollout/truncated_frac": ro.truncated.float().mean().item(),
                    "rollout/zero_var_groups": (rewards.view(-1, r.group_size).std(-1) == 0).float().mean().item(),
-                   "loss/policy": _mean(stats["loss"]), "policy/entropy": _mean(stats["entropy"]),
-                   "policy/clip_frac": _mean(stats["clip"]), "policy/approx_kl": _mean(stats["kl"]),
+                   "loss/policy": _mean(stats["loss"]), "policy/entropy": _per_token(sums, "entropy"),
+                   "policy/clip_frac": _per_token(sums, "clipped"),
+                   "policy/approx_kl": _per_token(sums, "approx_kl"),
+                   "policy/log_ratio_abs_mean": _per_token(sums, "abs_log_ratio"),
+                   "policy/log_ratio_abs_max": sums.get("max_abs_log_ratio"),
+                   "loss/kl": _per_token(sums, "kl_ref") if ref_model is not None else None,
                    "policy/grad_norm": _mean(stats["grad_norm"]), "optim/lr": sched.get_last_lr()[0],
                    "perf/step_s": dt, "perf/tokens_per_s": ro.n_tokens / max(dt, 1e-9)}
             row.update(compute_cols())
@@ -289,6 +300,11 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
+
+
+def _per_token(sums: dict, key: str) -> float | None:
+    """A per-token mean over every update of the step, from policy_backward's sums."""
+    return sums[key] / sums["tokens"] if sums.get("tokens") else None
 
 
 # ------------------------------------------------------------------------------------ checkpoints

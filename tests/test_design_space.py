@@ -7,6 +7,16 @@ import pytest
 
 from harness.config import ConfigError, load_config
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors on a shared 2-core machine: one thread is ~100x faster than contended two."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
 BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.ratio=sequence", "algo.aggregation=token_mean"],
      "algo.aggregation = 'token_mean': with algo.ratio = 'sequence'"),
@@ -17,6 +27,12 @@ BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.surrogate=reinforce", "algo.ratio=sequence", "algo.minibatches=1"],
      "surrogate 'reinforce' uses no importance ratio"),
     (["algo.surrogate=reinforce"], "algo.minibatches = 2, algo.epochs = 1: surrogate 'reinforce'"),
+    (["algo.kl=k4"], "algo.kl = 'k4': allowed values are none, k1, k2, k3"),
+    (["algo.kl_coef=0.1"], "algo.kl_coef = 0.1: algo.kl = none"),
+    (["algo.kl_mode=reward"], "algo.kl_mode = 'reward': algo.kl = none"),
+    (["algo.kl=k3"], "algo.kl_coef = 0.0: algo.kl = 'k3' needs a coefficient > 0"),
+    (["algo.kl=k1", "algo.kl_coef=0.1"], "algo.kl = 'k1': as a loss term its expected gradient is zero"),
+    (["algo.micro_batches=200"], "algo.micro_batches = 200: must be <= the sequences per minibatch (128)"),
 ]
 
 
@@ -34,6 +50,128 @@ def test_invalid_combinations_fail_at_load_with_one_line(overrides, expected):
     ["algo.surrogate=cispo", "algo.clip_low=1.0", "algo.clip_high=4.0", "algo.aggregation=token_mean"],
     ["algo.dual_clip=3", "algo.advantage=group_mean_batch_std", "algo.aggregation=prompt_mean"],
     ["algo.surrogate=reinforce", "algo.minibatches=1"],
+    ["algo.kl=k1", "algo.kl_coef=0.05", "algo.kl_mode=reward", "algo.advantage=batch_norm"],
+    ["algo.kl=k3", "algo.kl_coef=0.04", "algo.micro_batches=4"],
 ])
 def test_valid_combinations_load(overrides):
     load_config(None, overrides)
+
+
+# ---- micro-batch invariance ---------------------------------------------------------------------
+def _tiny_lm(seed=0):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32,
+                      tie_word_embeddings=True)
+    return Qwen2ForCausalLM(cfg).float()
+
+
+def _fake_batch(seed=1, P=2, G=4, Tp=3, T=6):
+    """2 prompts x G=4 responses of unequal lengths (one fully masked), random advantages, and a
+    pi_old / pi_ref that differ from pi so ratios, clips and KL are all non-trivial."""
+    import torch
+    from harness.update import StepBatch
+    g = torch.Generator().manual_seed(seed)
+    B = P * G
+    lengths = torch.tensor([6, 2, 4, 1, 5, 3, 6, 2])
+    rmask = (torch.arange(T) < lengths.unsqueeze(-1)).long()
+    loss_mask = rmask.float()
+    loss_mask[3] = 0.0   # e.g. a truncated response under overlong filtering
+    return StepBatch(
+        prompt_ids=torch.randint(0, 16, (B, Tp), generator=g), prompt_mask=torch.ones(B, Tp, dtype=torch.long),
+        response_ids=torch.randint(0, 16, (B, T), generator=g), response_mask=rmask, loss_mask=loss_mask,
+        adv=torch.randn(B, 1, generator=g).expand(B, T) * rmask,
+        logp_old=-2.8 + 0.3 * torch.randn(B, T, generator=g),
+        correct=torch.tensor([1, 0, 1, 0, 0, 1, 1, 0], dtype=torch.bool),
+        logp_ref=-2.8 + 0.3 * torch.randn(B, T, generator=g))
+
+
+def _grads(model, batch, algo):
+    import torch
+    from harness.update import policy_backward
+    model.zero_grad(set_to_none=True)
+    st = policy_backward(model, batch, algo, group_size=4, max_new_tokens=8, temperature=1.0)
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]), st
+
+
+AGG_RATIO = [("seq_mean_token_mean", "token"), ("seq_mean_token_mean", "sequence"),
+             ("token_mean", "token"), ("seq_sum_constant", "prefix_min"), ("prompt_mean", "token")]
+
+
+@pytest.mark.parametrize("aggregation,ratio", AGG_RATIO)
+@pytest.mark.parametrize("surrogate", ["ppo_clip", "cispo"])
+def test_gradient_does_not_depend_on_micro_batches(aggregation, ratio, surrogate):
+    import torch
+    from harness.config import AlgoCfg
+    model, batch = _tiny_lm(), _fake_batch()
+    ref = None
+    for n in (1, 2, 4, 8):
+        algo = AlgoCfg(aggregation=aggregation, ratio=ratio, surrogate=surrogate, micro_batches=n,
+                       kl="k3", kl_coef=0.1, pos_nll_coef=0.1, clip_low=0.1, clip_high=0.1)
+        g, st = _grads(model, batch, algo)
+        if ref is None:
+            ref, ref_loss = g, st["loss"]
+            assert g.abs().sum() > 0
+        else:
+            torch.testing.assert_close(g, ref, rtol=1e-5, atol=1e-7)
+            assert st["loss"] == pytest.approx(ref_loss, rel=1e-5)
+
+
+def test_micro_batched_gradient_equals_the_full_minibatch_formula():
+    """Against an independent computation: sum(w * loss_t) over the whole minibatch, one pass."""
+    import torch
+    from harness import algos
+    from harness.config import AlgoCfg
+    from harness.rollout import sequence_logprobs
+    model, b = _tiny_lm(), _fake_batch()
+    g4, _ = _grads(model, b, AlgoCfg(aggregation="token_mean", micro_batches=4))
+    model.zero_grad(set_to_none=True)
+    logp, _ = sequence_logprobs(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask)
+    out = algos.SURROGATES["ppo_clip"](algos.RATIOS["token"](logp, b.logp_old, b.loss_mask), b.adv, logp,
+                                       clip_low=0.2, clip_high=0.2)
+    algos.aggregate("token_mean", out.loss, b.loss_mask, group_size=4, max_new_tokens=8).backward()
+    g_full = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    torch.testing.assert_close(g4, g_full, rtol=1e-5, atol=1e-7)
+    # and the naive per-micro-batch token mean (what the invariance guards against) differs
+    model.zero_grad(set_to_none=True)
+    for j in torch.arange(8).chunk(4):
+        bj = b.rows(j)
+        lp, _ = sequence_logprobs(model, bj.prompt_ids, bj.prompt_mask, bj.response_ids, bj.response_mask)
+        o = algos.SURROGATES["ppo_clip"](algos.RATIOS["token"](lp, bj.logp_old, bj.loss_mask), bj.adv, lp,
+                                         clip_low=0.2, clip_high=0.2)
+        (algos.aggregate("token_mean", o.loss, bj.loss_mask, group_size=2, max_new_tokens=8) / 4).backward()
+    g_naive = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    assert not torch.allclose(g_naive, g_full, rtol=1e-3)
+
+
+# ---- KL to the frozen reference ------------------------------------------------------------------
+def _train_rows(overrides):
+    import json
+    from harness.train import train
+    cfg = load_config(None, overrides)
+    summary = train(cfg, progress=False)
+    assert summary["status"] == "finished", summary.get("error")
+    rows = [json.loads(l) for l in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["kind"] == "train"], cfg
+
+
+@pytest.mark.parametrize("kl,n_loads", [(["algo.kl=none"], 1),
+                                        (["algo.kl=k3", "algo.kl_coef=0.04"], 2),
+                                        (["algo.kl=k1", "algo.kl_coef=0.05", "algo.kl_mode=reward",
+                                          "algo.advantage=batch_norm"], 2)])
+def test_reference_model_is_loaded_only_when_kl_is_on(tiny_overrides, monkeypatch, kl, n_loads):
+    import math
+    from harness import train as train_mod
+    calls = []
+    real = train_mod.load_warm_model
+    monkeypatch.setattr(train_mod, "load_warm_model", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rows, _ = _train_rows(tiny_overrides + ["train.steps=2"] + kl)
+    assert len(calls) == n_loads
+    kls = [r["loss/kl"] for r in rows]
+    if n_loads == 1:
+        assert kls == [None, None]
+    else:
+        assert all(x is not None and math.isfinite(x) for x in kls)
+        assert kls[0] == pytest.approx(0.0, abs=1e-4)   # step 1 starts at the reference policy

@@ -119,7 +119,7 @@ def test_non_finite_advantage_stops_the_run_as_diverged(tiny_overrides):
     calls = {"n": 0}
     if name not in algos.ADVANTAGES:
         @algos.ADVANTAGES.register(name)
-        def _nan(rewards, mask, *, group_size, eps):  # a test-only estimator
+        def _nan(rewards, mask, *, group_size, eps, **_):  # a test-only estimator
             calls["n"] += 1
             adv = (rewards - rewards.mean()).unsqueeze(-1) * mask
             return adv * float("nan") if calls["n"] > 2 else adv

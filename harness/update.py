@@ -1,0 +1,90 @@
+"""One optimizer update's gradient, accumulated over micro-batches.
+
+The loop hands `policy_backward` one minibatch (whole groups). The token weights of the aggregation
+(and of every other loss term) are computed once over the whole minibatch, then the minibatch is
+split into `algo.micro_batches` chunks that are forwarded and back-propagated one at a time. Because
+every loss term is `sum(weights * per-token loss)` with weights fixed beforehand, the accumulated
+gradient is the gradient of the full minibatch whatever the split (up to float rounding): no
+normaliser ever sees a micro-batch (verl #3741 and TRL #2995 are bugs of exactly this kind).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from . import algos
+from .config import AlgoCfg
+from .rollout import sequence_logprobs
+
+
+@dataclass
+class StepBatch:
+    """The training tensors of one RL step; rows grouped by prompt (G contiguous rows each)."""
+    prompt_ids: torch.Tensor       # (B, Tp) left-padded
+    prompt_mask: torch.Tensor      # (B, Tp)
+    response_ids: torch.Tensor     # (B, T) right-padded
+    response_mask: torch.Tensor    # (B, T) 1 = a sampled token
+    loss_mask: torch.Tensor        # (B, T) float: tokens in the policy loss (overlong filtering)
+    adv: torch.Tensor              # (B, T)
+    logp_old: torch.Tensor         # (B, T) pi_old
+    correct: torch.Tensor          # (B,) bool: the verifier accepted the response
+    logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
+    value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
+
+    def __len__(self) -> int:
+        return self.prompt_ids.shape[0]
+
+    def rows(self, idx: torch.Tensor) -> "StepBatch":
+        return StepBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[idx]
+                            for f in dataclasses.fields(self)})
+
+
+def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new_tokens: int,
+                    temperature: float) -> dict:
+    """Accumulate d(loss)/d(params) of one minibatch into `.grad` (the caller zeroes and steps).
+
+    loss = sum(w * (surrogate_t + kl_coef * kl_t [KL as a loss]))
+           + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
+
+    Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means).
+    """
+    w = algos.AGGREGATIONS[a.aggregation](b.loss_mask, group_size=group_size,
+                                          max_new_tokens=max_new_tokens)           # (B, T)
+    w_pos = algos.positive_nll_weights(b.loss_mask, b.correct) if a.pos_nll_coef > 0 else None
+    kl_fn = algos.KL_ESTIMATORS[a.kl] if a.kl != "none" else None
+    kl_coef_loss = a.kl_coef if a.kl_mode == "loss" else 0.0
+    st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
+          "max_abs_log_ratio": 0.0, "approx_kl": 0.0, "kl_ref": 0.0, "pos_nll": 0.0}
+    for j in torch.arange(len(b)).chunk(a.micro_batches):
+        mb = b.rows(j)
+        m = mb.loss_mask
+        logp, ent = sequence_logprobs(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids,
+                                      mb.response_mask, temperature, with_entropy=True)
+        log_ratio = algos.RATIOS[a.ratio](logp, mb.logp_old, m)
+        out = algos.SURROGATES[a.surrogate](log_ratio, mb.adv, logp, clip_low=a.clip_low,
+                                            clip_high=a.clip_high, dual_clip=a.dual_clip)
+        token_loss = out.loss
+        if kl_fn is not None:
+            kl = kl_fn(logp, mb.logp_ref)
+            token_loss = token_loss + kl_coef_loss * kl
+            st["kl_ref"] += (kl.detach() * m).sum().item()
+        loss = (token_loss * w[j]).sum()
+        if w_pos is not None:
+            nll = (-logp * w_pos[j]).sum()
+            loss = loss + a.pos_nll_coef * nll
+            st["pos_nll"] += nll.item()
+        loss.backward()
+        # drift statistics on the token ratio pi / pi_old, whatever ratio the surrogate uses
+        tok_lr = ((logp.detach() - mb.logp_old) * m)
+        st["loss"] += loss.item()
+        st["tokens"] += m.sum().item()
+        st["clipped"] += (out.clipped.float() * m).sum().item()
+        st["entropy"] += (ent.detach() * m).sum().item()
+        st["abs_log_ratio"] += tok_lr.abs().sum().item()
+        st["max_abs_log_ratio"] = max(st["max_abs_log_ratio"], tok_lr.abs().max().item())
+        st["approx_kl"] += (((tok_lr.exp() - 1) - tok_lr) * m).sum().item()  # k3 of KL(pi_old||pi)
+    return st
