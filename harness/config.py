@@ -148,6 +148,19 @@ class AlgoCfg:
         "per-token penalty -kl_coef*kl_t in the reward (PPO-RLHF, REINFORCE++; response-level "
         "estimators sum it into the response's reward)")
     kl_coef: float = F(0.0, "KL coefficient beta (> 0 iff algo.kl is not none)", lo=0)
+    group_filter: Literal["none", "zero_variance"] = F(
+        "none", "zero_variance = drop groups whose verifier scores are all equal (0 < #correct < G "
+        "kept; ScaleRL zero-variance filtering); the batch shrinks unless max_gen_rounds > 1")
+    max_gen_rounds: int = F(1, "DAPO dynamic sampling: generate up to this many rounds of "
+                            "prompts_per_step fresh prompts until prompts_per_step groups pass "
+                            "group_filter (surplus dropped; at the cap, train on what passed); "
+                            "1 = no refill", lo=1)
+    mask_truncated: bool = F(False, "overlong filtering (DAPO): responses cut off at "
+                             "rollout.max_new_tokens are masked out of the loss (they still count "
+                             "in group statistics)")
+    overlong_cache: int = F(0, "DAPO soft overlong punishment L_cache: the reward falls linearly "
+                            "from 0 to -1 over the last L_cache tokens before rollout.max_new_tokens "
+                            "(L_max); 0 = off", lo=0)
     pos_nll_coef: float = F(0.0, "VAPO positive-example LM loss weight mu: + mu * token-mean NLL of "
                             "the correct responses (VAPO: 0.1); 0 = off", lo=0)
     epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
@@ -506,6 +519,13 @@ def _validate_algo(cfg: Config) -> None:
         raise ConfigError("algo.kl = 'k1': as a loss term its expected gradient is zero "
                           "(E_pi[grad log pi] = 0), so it regularises nothing; use kl_mode = reward, "
                           "or k2/k3 as a loss")
+    if a.max_gen_rounds > 1 and a.group_filter == "none":
+        raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
+                          f"(algo.group_filter = zero_variance); with none every round is kept")
+    if a.overlong_cache >= cfg.rollout.max_new_tokens:
+        raise ConfigError(f"algo.overlong_cache = {a.overlong_cache}: must be < "
+                          f"rollout.max_new_tokens ({cfg.rollout.max_new_tokens}), the L_max of the "
+                          f"soft overlong punishment")
     seqs_per_mb = cfg.rollout.prompts_per_step // a.minibatches * cfg.rollout.group_size
     if a.micro_batches > seqs_per_mb:
         raise ConfigError(f"algo.micro_batches = {a.micro_batches}: must be <= the sequences per "

@@ -29,6 +29,7 @@ from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, wri
 from .models import count_params, get_tokenizer
 from .rollout import make_engine, sequence_logprobs
 from .tasks import make_task
+from .filters import collect_groups, informative_groups, select_rows
 from .update import StepBatch, policy_backward
 from .warmstart import get_warm_start, load_warm_model
 
@@ -165,6 +166,44 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         else:
             rows = [x for x in metrics.read() if x.get("kind") == "eval"]
             last_eval = rows[-1] if rows else run_eval(state["step"])
+        def sample() -> tuple:
+            """One step's rollout: (every sampled row, their scores, kept row indices, rounds)."""
+            def draw(n: int) -> list:
+                got, state["cursor"] = task.take("train", state["cursor"], n)
+                return got
+            ro_all, _, scores_all, kept, rounds = collect_groups(
+                lambda prompts: engine.generate(prompts, max_new_tokens=r.max_new_tokens,
+                                                temperature=r.temperature, top_p=r.top_p),
+                draw, task.score, n_groups=r.prompts_per_step, group_size=r.group_size,
+                group_filter=a.group_filter, max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
+            state["flops"] += 2 * n_params * (int(ro_all.prompt_mask.sum()) + ro_all.n_tokens)
+            state["tokens"] += ro_all.n_tokens   # discarded generations cost compute too
+            return ro_all, scores_all, kept, rounds
+
+        def prepare(ro, rewards, scores, mask, loss_mask, step: int) -> StepBatch:
+            """pi_old, the reference policy's log-probs, advantages: the step's training tensors."""
+            if a.old_logprobs == "sampler":  # the sampler's own log-probs, or one extra forward pass
+                logp_old = ro.logprobs
+            else:
+                with torch.no_grad():
+                    logp_old, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask,
+                                                    ro.response_ids, ro.response_mask, r.temperature)
+                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+            logp_ref = token_rewards = None
+            if ref_model is not None:  # only when a KL term is configured
+                with torch.no_grad():
+                    logp_ref, _ = sequence_logprobs(ref_model, ro.prompt_ids, ro.prompt_mask,
+                                                    ro.response_ids, ro.response_mask, r.temperature)
+                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+                if a.kl_mode == "reward":  # -beta * kl_t per token, at the sampling policy
+                    token_rewards = -a.kl_coef * algos.KL_ESTIMATORS[a.kl](logp_old, logp_ref) * mask
+            adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
+                                                token_rewards=token_rewards)
+            _finite("advantage", adv, step)
+            return StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
+                             loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
+                             logp_ref=logp_ref)
+
         _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
         bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
                    disable=not progress, dynamic_ncols=True)
@@ -175,47 +214,24 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             t0 = time.time()
             torch.manual_seed(step_seed(cfg.run.seed, step))
 
-            # ---- rollout: P prompts x G samples, grouped contiguously
-            items, state["cursor"] = task.take("train", state["cursor"], r.prompts_per_step)
-            group_items = [it for it in items for _ in range(r.group_size)]
-            ro = engine.generate([it.prompt for it in group_items], max_new_tokens=r.max_new_tokens,
-                                 temperature=r.temperature, top_p=r.top_p)
+            # ---- rollout: rounds of P prompts x G samples (group filter, DAPO refill), grouped
+            ro_all, scores_all, kept, rounds = sample()
+            rewards_all = scores_all + algos.overlong_penalty(ro_all.lengths, max_len=r.max_new_tokens,
+                                                              cache=a.overlong_cache)  # DAPO shaping
+            _finite("reward", rewards_all, step)
+            ro, rewards, scores = select_rows(ro_all, kept), rewards_all[kept], scores_all[kept]
             mask = ro.response_mask.float()                                      # (B, T)
-            rewards = torch.tensor([task.score(t, it) for t, it in zip(ro.texts, group_items)])
-            _finite("reward", rewards, step)
+            # overlong filtering: truncated responses count in group statistics, not in the loss
+            loss_mask = mask * (~ro.truncated).unsqueeze(-1) if a.mask_truncated else mask
 
-            # ---- pi_old: the sampler's own log-probs, or one extra forward pass
-            if a.old_logprobs == "sampler":
-                logp_old = ro.logprobs
-            else:
-                with torch.no_grad():
-                    logp_old, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask,
-                                                    ro.response_ids, ro.response_mask, r.temperature)
-                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
-
-            # ---- frozen reference policy (only when a KL term is configured)
-            logp_ref = token_rewards = None
-            if ref_model is not None:
-                with torch.no_grad():
-                    logp_ref, _ = sequence_logprobs(ref_model, ro.prompt_ids, ro.prompt_mask,
-                                                    ro.response_ids, ro.response_mask, r.temperature)
-                state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
-                if a.kl_mode == "reward":  # -beta * kl_t per token, at the sampling policy
-                    token_rewards = -a.kl_coef * algos.KL_ESTIMATORS[a.kl](logp_old, logp_ref) * mask
-
-            # ---- advantages (registry)
-            adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
-                                                token_rewards=token_rewards)
-            _finite("advantage", adv, step)
-            batch = StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
-                              loss_mask=mask, adv=adv, logp_old=logp_old, correct=rewards > 0,
-                              logp_ref=logp_ref)
-
-            # ---- K epochs x M minibatches of whole groups (x micro-batches inside policy_backward)
             stats = {"loss": [], "grad_norm": []}
             sums: dict = {}
-            n_prompts = len(batch) // r.group_size
-            for _epoch in range(a.epochs):
+            n_prompts = len(kept) // r.group_size  # a filtered step may keep no group: no update
+            if n_prompts:
+                batch = prepare(ro, rewards, scores, mask, loss_mask, step)
+
+            # ---- K epochs x M minibatches of whole groups (x micro-batches inside policy_backward)
+            for _epoch in range(a.epochs if n_prompts else 0):
                 perm = torch.randperm(n_prompts)
                 for mb_prompts in perm.chunk(a.minibatches):
                     idx = (mb_prompts.unsqueeze(-1) * r.group_size + torch.arange(r.group_size)).reshape(-1)
@@ -234,20 +250,19 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     state["flops"] += 6 * n_params * (int(ro.prompt_mask[idx].sum()) + int(mask[idx].sum()))
 
             # ---- compute accounting and the train row
-            state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
-            state["tokens"] += ro.n_tokens
             state["step"] = step
             dt = time.time() - t0
-            correct = rewards > 0
-            lens = ro.lengths.float()
+            correct = scores_all > 0           # every sampled response, kept or filtered
+            lens = ro_all.lengths.float()
             row = {"kind": "train", "step": step,
-                   "rollout/reward_mean": rewards.mean().item(),
+                   "rollout/reward_mean": rewards_all.mean().item(),
                    "rollout/pass_rate": correct.float().mean().item(),
                    "rollout/response_len": lens.mean().item(),
                    "rollout/response_len_correct": lens[correct].mean().item() if correct.any() else None,
                    "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
-                   "rollout/truncated_frac": ro.truncated.float().mean().item(),
-                   "rollout/zero_var_groups": (rewards.view(-1, r.group_size).std(-1) == 0).float().mean().item(),
+                   "rollout/truncated_frac": ro_all.truncated.float().mean().item(),
+                   "rollout/zero_var_groups": (~informative_groups(scores_all, r.group_size)).float().mean().item(),
+                   "rollout/gen_rounds": rounds, "rollout/kept_groups": n_prompts,
                    "loss/policy": _mean(stats["loss"]), "policy/entropy": _per_token(sums, "entropy"),
                    "policy/clip_frac": _per_token(sums, "clipped"),
                    "policy/approx_kl": _per_token(sums, "approx_kl"),
@@ -255,7 +270,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                    "policy/log_ratio_abs_max": sums.get("max_abs_log_ratio"),
                    "loss/kl": _per_token(sums, "kl_ref") if ref_model is not None else None,
                    "policy/grad_norm": _mean(stats["grad_norm"]), "optim/lr": sched.get_last_lr()[0],
-                   "perf/step_s": dt, "perf/tokens_per_s": ro.n_tokens / max(dt, 1e-9)}
+                   "perf/step_s": dt, "perf/tokens_per_s": ro_all.n_tokens / max(dt, 1e-9)}
             row.update(compute_cols())
             metrics.append(row)
             _tb.log(row)

@@ -356,3 +356,10 @@ def test_every_choice_has_a_docstring_citing_its_source():
         for name in reg.names():
             doc = reg[name].__doc__ or ""
             assert any(w in doc for w in ("arXiv", "Williams", "et al.", "Schulman 2020")), (axis, name)
+
+
+def test_vapo_positive_example_nll_weights_are_a_token_mean_over_correct_responses():
+    w = algos.positive_nll_weights(LMASK, torch.tensor([True, False]))
+    # only response 1 (3 tokens) is correct: each of its tokens weighs 1/3
+    assert w[0].tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0.0]) and w[1].tolist() == [0.0] * 4
+    assert algos.positive_nll_weights(LMASK, torch.tensor([False, False])).sum().item() == 0.0

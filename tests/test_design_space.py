@@ -3,6 +3,8 @@ gradient does not depend on micro-batching, and every preset runs in the real lo
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from harness.config import ConfigError, load_config
@@ -33,6 +35,8 @@ BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.kl=k3"], "algo.kl_coef = 0.0: algo.kl = 'k3' needs a coefficient > 0"),
     (["algo.kl=k1", "algo.kl_coef=0.1"], "algo.kl = 'k1': as a loss term its expected gradient is zero"),
     (["algo.micro_batches=200"], "algo.micro_batches = 200: must be <= the sequences per minibatch (128)"),
+    (["algo.max_gen_rounds=4"], "algo.max_gen_rounds = 4: refilling needs a filter"),
+    (["algo.overlong_cache=48"], "algo.overlong_cache = 48: must be < rollout.max_new_tokens (48)"),
 ]
 
 
@@ -175,3 +179,88 @@ def test_reference_model_is_loaded_only_when_kl_is_on(tiny_overrides, monkeypatc
     else:
         assert all(x is not None and math.isfinite(x) for x in kls)
         assert kls[0] == pytest.approx(0.0, abs=1e-4)   # step 1 starts at the reference policy
+
+
+# ---- filters ------------------------------------------------------------------------------------
+def _fake_rollout(texts, tp=2, tr=3):
+    import torch
+    from harness.rollout import Rollout
+    B = len(texts)
+    return Rollout(torch.full((B, tp), 7), torch.ones(B, tp, dtype=torch.long), torch.full((B, tr), 5),
+                   torch.ones(B, tr, dtype=torch.long), torch.full((B, tr), -1.0),
+                   torch.full((B,), tr), torch.zeros(B, dtype=torch.bool), list(texts))
+
+
+def test_informative_groups():
+    import torch
+    from harness.filters import informative_groups
+    s = torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1, 0])
+    assert informative_groups(s, 3).tolist() == [True, False, True]
+
+
+def test_cat_rollouts_pads_prompts_left_and_responses_right():
+    from harness.filters import cat_rollouts
+    a, b = _fake_rollout(["x"], tp=1, tr=2), _fake_rollout(["y"], tp=3, tr=4)
+    c = cat_rollouts([a, b], pad_id=0)
+    assert c.prompt_ids.tolist() == [[0, 0, 7], [7, 7, 7]] and c.prompt_mask[0].tolist() == [0, 0, 1]
+    assert c.response_ids.tolist() == [[5, 5, 0, 0], [5, 5, 5, 5]] and c.response_mask[0].tolist() == [1, 1, 0, 0]
+    assert c.logprobs[0].tolist() == [-1.0, -1.0, 0.0, 0.0] and c.texts == ["x", "y"]
+
+
+def _collect(rounds_scores, *, group_filter="zero_variance", max_rounds=5, n_groups=2, G=2):
+    """Each round's scores are given; the fake sampler writes the score into the response text."""
+    from harness.filters import collect_groups
+    it = iter(rounds_scores)
+    drawn = []
+
+    def draw(n):
+        drawn.append(n)
+        return [SimpleNamespace(prompt="p")] * n
+
+    return collect_groups(lambda prompts: _fake_rollout([str(x) for x in next(it)]), draw,
+                          lambda text, item: float(text), n_groups=n_groups, group_size=G,
+                          group_filter=group_filter, max_rounds=max_rounds, pad_id=0), drawn
+
+
+def test_dynamic_sampling_refills_until_the_batch_is_full():
+    # round 1: groups (1,1) all-correct, (1,0) informative; round 2: (0,1) informative, (0,0)
+    (ro, _, scores, rows, rounds), drawn = _collect([[1, 1, 1, 0], [0, 1, 0, 0], [9, 9, 9, 9]])
+    assert rounds == 2 and drawn == [2, 2]
+    assert rows.tolist() == [2, 3, 4, 5]            # group 1 of round 1, group 0 of round 2
+    assert scores[rows].tolist() == [1, 0, 0, 1] and len(ro.texts) == 8
+
+
+def test_dynamic_sampling_drops_surplus_and_stops_at_the_cap():
+    (_, _, _, rows, rounds), _ = _collect([[1, 0, 0, 1]], n_groups=1, G=2, max_rounds=3)
+    assert rounds == 1 and rows.tolist() == [0, 1]  # two passed, one needed: the first is kept
+    (_, _, _, rows, rounds), _ = _collect([[1, 1, 0, 0], [1, 1, 1, 0]], max_rounds=2)
+    assert rounds == 2 and rows.tolist() == [6, 7]  # cap hit with one group: train on it
+    (_, _, _, rows, rounds), _ = _collect([[1, 1, 0, 0]], max_rounds=1)
+    assert rounds == 1 and rows.tolist() == []      # zero-variance filtering, nothing left
+
+
+def test_no_filter_keeps_everything_in_one_round():
+    (_, _, _, rows, rounds), _ = _collect([[1, 1, 0, 0]], group_filter="none", max_rounds=1)
+    assert rounds == 1 and rows.tolist() == [0, 1, 2, 3]
+
+
+def test_masked_rows_contribute_no_gradient():
+    import torch
+    from harness.config import AlgoCfg
+    model, b = _tiny_lm(), _fake_batch()
+    g1, _ = _grads(model, b, AlgoCfg(aggregation="token_mean"))
+    b.adv[3] = 100.0                      # row 3 is masked out of the loss (loss_mask 0)
+    g2, _ = _grads(model, b, AlgoCfg(aggregation="token_mean"))
+    torch.testing.assert_close(g1, g2)
+
+
+def test_dynamic_sampling_and_overlong_shaping_in_the_loop(tiny_overrides):
+    rows, cfg = _train_rows(tiny_overrides + [
+        "train.steps=2", "algo.group_filter=zero_variance", "algo.max_gen_rounds=3",
+        "algo.mask_truncated=true", "algo.overlong_cache=8", "algo.aggregation=token_mean"])
+    for r in rows:
+        assert 1 <= r["rollout/gen_rounds"] <= 3
+        assert 0 <= r["rollout/kept_groups"] <= cfg.rollout.prompts_per_step
+        assert (r["loss/policy"] is None) == (r["rollout/kept_groups"] == 0)
+    # generated tokens of every round are counted, kept or not
+    assert rows[0]["compute/tokens"] >= rows[0]["rollout/gen_rounds"] * 16
