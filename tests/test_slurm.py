@@ -1,0 +1,166 @@
+"""Sweeps on a real SLURM cluster (no mock): job arrays, idempotent re-runs, preemption by
+`scontrol requeue` and a cancelled run, each resuming from the run's own checkpoint.
+
+Needs the single-node cluster of `scripts/slurm_up.sh` (root). Skipped only when SLURM is not
+installed at all and RLABLATE_REQUIRE_SLURM is unset; with RLABLATE_REQUIRE_SLURM=1 (CI) a missing
+or stopped cluster is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY
+from harness.cli import main
+from harness.launch import run_states, slurm_job_states
+from harness.sweep import expand, load_spec
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_cluster():
+    if shutil.which("sinfo") is None:
+        if os.environ.get("RLABLATE_REQUIRE_SLURM"):
+            pytest.fail("RLABLATE_REQUIRE_SLURM is set but SLURM is not installed: run "
+                        "`bash scripts/slurm_up.sh` as root first")
+        pytest.skip("SLURM is not installed (no sinfo): `sudo bash scripts/slurm_up.sh` starts a "
+                    "local cluster; set RLABLATE_REQUIRE_SLURM=1 to make this a failure")
+    out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=60)
+    if not any(s.strip().rstrip("*") in ("idle", "mix", "alloc", "comp") for s in out.stdout.split()):
+        pytest.fail(f"SLURM is installed but no node is up (sinfo: {out.stdout.strip()!r} "
+                    f"{out.stderr.strip()!r}): run `bash scripts/slurm_up.sh` as root")
+
+
+def tiny_overrides(tmp_path: Path, cache_dir: Path, swept=()) -> list[str]:
+    return [x for x in TINY if x.split("=")[0] not in swept] + [
+        f"run.results_dir={tmp_path / 'results'}", f"run.cache_dir={cache_dir}"]
+
+
+def steps(run_dir: Path, kind: str) -> list[int]:
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rows.append(json.loads(line))
+    return [r["step"] for r in rows if r["kind"] == kind]
+
+
+def wait_until(pred, timeout: float, what: str, poll: float = 0.5):
+    deadline = time.time() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        assert time.time() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(poll)
+
+
+def reached(run_dir: Path, step: int) -> bool:
+    try:
+        return max(steps(run_dir, "train") or [0]) >= step
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def squeue_state(job_id: str) -> str | None:
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True,
+                         timeout=60).stdout
+    for line in out.splitlines():
+        jid, _, st = line.partition("|")
+        if jid == job_id:
+            return st
+    return None
+
+
+def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_path, cache_dir, capsys):
+    """sweeps/demo.yaml (6 runs) with tiny overrides, --executor slurm --wait."""
+    spec_path = str(ROOT / "sweeps" / "demo.yaml")
+    over = tiny_overrides(tmp_path, cache_dir, swept={"model.scale"})
+    t0 = time.time()
+    assert main(["sweep", spec_path, "--executor", "slurm", "--wait", *over]) == 0
+    dt = time.time() - t0
+    out = capsys.readouterr().out
+    runs = expand(load_spec(spec_path, over))
+    n = len(runs)
+    assert n >= 4 and "job array" in out and f"{n} of {n} submitted runs finished" in out, out
+    sdir = runs[0].cfg.run_dir().parent
+    jobs = [json.loads(x) for x in (sdir / "jobs.jsonl").read_text().splitlines()]
+    assert len(jobs) == n and len({j["job_id"].split("_")[0] for j in jobs}) == 1, jobs
+    assert sorted(int(j["job_id"].split("_")[1]) for j in jobs) == list(range(n))
+    for r in runs:
+        assert json.loads((r.cfg.run_dir() / "summary.json").read_text())["status"] == "finished"
+        assert steps(r.cfg.run_dir(), "train") == [1, 2, 3, 4]
+    print(f"\n[timing] {n}-run job array: submit to all finished {dt:.1f} s")
+    # re-run: every run is finished, nothing is submitted
+    assert main(["sweep", spec_path, "--executor", "slurm", *over]) == 0
+    assert f"submitting 0, skipping {n} ({n} finished)" in capsys.readouterr().out
+    assert len((sdir / "jobs.jsonl").read_text().splitlines()) == n
+    assert main(["status", spec_path, *over]) == 0
+    out = capsys.readouterr().out
+    assert f"{n} runs: 0 pending, 0 running, 0 failed, {n} finished" in out and "COMPLETED" in out
+
+
+def test_requeue_then_cancel_mid_run_resume_with_no_lost_or_duplicated_rows(tmp_path, cache_dir, capsys):
+    """One run, preempted twice: `scontrol requeue` (SLURM restarts the same job, which resumes from
+    the run's checkpoint), then `scancel` (the run is left incomplete; the next `rlablate sweep`
+    resubmits only it and it resumes). Every train and eval row exists exactly once."""
+    spec = tmp_path / "rq.yaml"
+    spec.write_text("name: rq\nbase: grpo\nseeds: [0]\n")
+    over = tiny_overrides(tmp_path, cache_dir) + [
+        "train.steps=120", "eval.every=40", "rollout.max_new_tokens=12"]
+    assert main(["sweep", str(spec), "--executor", "slurm", *over]) == 0
+    (run,) = expand(load_spec(spec, over))
+    rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
+    job_id = json.loads((sdir / "jobs.jsonl").read_text().splitlines()[-1])["job_id"]
+    t_submit = time.time()
+
+    # ---- preemption: requeue mid-run
+    wait_until(lambda: reached(rdir, 3), 180, "step 3", poll=0.1)  # a checkpoint at step 2
+    t_started = min(json.loads(x)["time"] for x in (sdir / "attempts.jsonl").read_text().splitlines())
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
+    # SLURM kills the job (SIGTERM, SIGKILL after KillWait), then queues it again, held back ~120 s
+    wait_until(lambda: squeue_state(job_id) == "PENDING", 90, "the job to be requeued")
+    time.sleep(2)  # releasing it in the same second as the requeue revokes its credential
+
+    def released() -> bool:
+        if squeue_state(job_id) == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
+                           capture_output=True, timeout=60)
+            time.sleep(2)
+        return squeue_state(job_id) != "PENDING"
+    wait_until(released, 90, "the requeued job to start", poll=0.2)
+    wait_until(lambda: len((sdir / "attempts.jsonl").read_text().splitlines()) >= 2, 120,
+               "the requeued job's second attempt")
+    second = json.loads((sdir / "attempts.jsonl").read_text().splitlines()[1])
+    assert second["resume_from_step"] is not None, "the run finished before the requeue hit it"
+    assert second["job_id"] == job_id and second["resume_from_step"] >= 2, second
+
+    # ---- cancellation: scancel mid-run, then re-launch
+    resumed_from = second["resume_from_step"]
+    wait_until(lambda: reached(rdir, resumed_from + 4), 180, f"step {resumed_from + 4}", poll=0.1)
+    subprocess.run(["scancel", job_id], check=True, timeout=60)
+    wait_until(lambda: squeue_state(job_id) is None, 60, "the cancelled job to leave the queue")
+    wait_until(lambda: slurm_job_states({job_id}).get(job_id) == "CANCELLED", 60, "sacct CANCELLED")
+    st = run_states(sdir, [run.run_id])[run.run_id]
+    assert st.state == "incomplete", st
+    assert main(["sweep", str(spec), "--executor", "slurm", "--wait", *over]) == 0
+    out = capsys.readouterr().out
+    assert "submitting 1, skipping 0" in out and "1 of 1 submitted runs finished" in out, out
+
+    attempts = [json.loads(x) for x in (sdir / "attempts.jsonl").read_text().splitlines()]
+    assert len(attempts) == 3 and attempts[2]["job_id"] != job_id
+    assert attempts[2]["resume_from_step"] > resumed_from
+    summary = json.loads((rdir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["step"] == 120
+    assert steps(rdir, "train") == list(range(1, 121))      # none lost, none duplicated
+    assert steps(rdir, "eval") == [0, 40, 80, 120]
+    items = [json.loads(x)["step"] for x in (rdir / "eval_items.jsonl").read_text().splitlines()]
+    assert items == sorted(items) and len(items) == 2 * 4
+    print(f"\n[timing] submit -> first attempt {t_started - t_submit:.1f} s; "
+          f"whole requeue/cancel/resume test {time.time() - t_submit:.1f} s")
