@@ -165,6 +165,9 @@ class AlgoCfg:
                             "the correct responses (VAPO: 0.1); 0 = off", lo=0)
     epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
     minibatches: int = F(2, "optimizer steps per epoch (the batch is split in this many)", lo=1)
+    fp32_lm_head: bool = F(False, "compute the LM head in fp32 for sampling and training (ScaleRL, "
+                           "MiniMax-M1); an exact no-op for the fp32 models used on CPU, it matters "
+                           "for bf16/fp16 models")
     micro_batches: int = F(1, "forward/backward chunks per minibatch (gradient accumulation); every "
                            "normaliser is computed over the whole minibatch, so the gradient does "
                            "not depend on it", lo=1)

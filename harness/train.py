@@ -30,6 +30,7 @@ from .models import count_params, get_tokenizer
 from .rollout import make_engine, sequence_logprobs
 from .tasks import make_task
 from .filters import collect_groups, informative_groups, select_rows
+from .numerics import use_fp32_lm_head
 from .update import StepBatch, policy_backward
 from .warmstart import get_warm_start, load_warm_model
 
@@ -115,6 +116,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         ref_model = None  # the frozen warm start, loaded only when a KL term needs it
         if cfg.algo.kl != "none":
             ref_model = load_warm_model(warm_path, device).eval().requires_grad_(False)
+        for m_ in (model, ref_model):
+            if m_ is not None and cfg.algo.fp32_lm_head:
+                use_fp32_lm_head(m_)
         engine = make_engine(cfg.rollout.engine, model, tok)
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout

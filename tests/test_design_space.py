@@ -264,3 +264,35 @@ def test_dynamic_sampling_and_overlong_shaping_in_the_loop(tiny_overrides):
         assert (r["loss/policy"] is None) == (r["rollout/kept_groups"] == 0)
     # generated tokens of every round are counted, kept or not
     assert rows[0]["compute/tokens"] >= rows[0]["rollout/gen_rounds"] * 16
+
+
+# ---- numerics -----------------------------------------------------------------------------------
+def test_fp32_lm_head_gives_fp32_logits_for_a_bf16_model():
+    import torch
+    from harness.numerics import use_fp32_lm_head
+    ids = torch.randint(0, 16, (2, 5))
+    plain = _tiny_lm().to(torch.bfloat16)
+    assert plain(input_ids=ids).logits.dtype == torch.bfloat16
+    model = use_fp32_lm_head(_tiny_lm().to(torch.bfloat16))
+    out = model(input_ids=ids, output_hidden_states=True)
+    assert out.logits.dtype == torch.float32
+    h = out.hidden_states[-1]                               # bf16 final hidden state
+    want = h.float() @ model.get_output_embeddings().weight.float().T
+    torch.testing.assert_close(out.logits, want)
+    # and it differs from the bf16 head (the point of the fix)
+    assert not torch.equal(plain(input_ids=ids).logits.float(), out.logits)
+    assert set(model.state_dict()) == set(plain.state_dict())  # checkpoints unchanged
+
+
+def test_fp32_lm_head_is_an_exact_no_op_for_fp32_models():
+    import torch
+    from harness.numerics import use_fp32_lm_head
+    ids = torch.randint(0, 16, (2, 5))
+    a = _tiny_lm()(input_ids=ids).logits
+    b = use_fp32_lm_head(_tiny_lm())(input_ids=ids).logits
+    assert torch.equal(a, b)
+
+
+def test_fp32_lm_head_in_the_loop(tiny_overrides):
+    rows, _ = _train_rows(tiny_overrides + ["train.steps=1", "algo.fp32_lm_head=true"])
+    assert rows[0]["loss/policy"] is not None
