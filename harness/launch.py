@@ -10,6 +10,9 @@ One code path for every executor: submitit's `AutoExecutor` with `cluster` = loc
 run's own checkpoint: on preemption or time-out submitit requeues the same callable and `train()`
 resumes from `checkpoints/last.pt`, truncating metrics past it, so no row is lost or duplicated.
 
+Run states (pending/queued/running/incomplete/failed/finished/diverged) are derived in
+`harness.status` from the run directories, their locks and the scheduler.
+
 Idempotence comes from the run directories, not from bookkeeping that could drift: a run whose
 `summary.json` says finished (or diverged: a deterministic result) is skipped; a run whose lock is
 held, or whose last SLURM job is still queued or running, is skipped; anything else (never started,
@@ -20,6 +23,7 @@ versions of every launch (`sweep.json`), and which job ran which run (`jobs.json
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.metadata
 import json
@@ -30,21 +34,16 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import submitit
 
 from .io import write_json
-from .sweep import Run, Spec, summarize, table
+from .status import (SUBMIT_STATES, NotASweepDir, RunState, append_jsonl, read_json, run_states,
+                     runs_of_dir, status_report, sweep_dir)
+from .sweep import Run, Spec
 
-# SLURM states of a job that will still run (or is running) our callable.
-SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED",
-                "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"}
-SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT"}
-STATES = ("pending", "queued", "running", "incomplete", "failed", "finished", "diverged")
-SUBMIT_STATES = {"pending", "incomplete", "failed"}
 VERSIONED = ("rlablate", "torch", "transformers", "tokenizers", "reasoning-gym", "submitit", "pyyaml",
              "numpy")
 
@@ -73,12 +72,12 @@ class RunJob(submitit.helpers.Checkpointable):
                                f"{cfg.run_id()} (the config schema or defaults changed since "
                                f"submission); refusing to run it under another id: resubmit")
         run_dir = cfg.run_dir()
-        prev = _read_json(run_dir / "summary.json") or {}
+        prev = read_json(run_dir / "summary.json") or {}
         try:
             job_id = submitit.JobEnvironment().job_id
         except RuntimeError:  # the debug executor runs in-process, outside a job environment
             job_id = "debug"
-        _append_jsonl(run_dir.parent / "attempts.jsonl", {
+        append_jsonl(run_dir.parent / "attempts.jsonl", {
             "time": time.time(), "run_id": cfg.run_id(), "job_id": job_id,
             "host": socket.gethostname(), "pid": os.getpid(),
             "resume_from_step": prev.get("step", 0) if prev.get("status") != "finished" else None})
@@ -89,161 +88,6 @@ class RunJob(submitit.helpers.Checkpointable):
         """Preempted or timed out: requeue this same run. Its state is on disk (the run's
         checkpoint), so nothing needs to be carried in the pickle."""
         return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_id))
-
-
-# ------------------------------------------------------------------------------------------------
-# Where things are, and what state they are in
-# ------------------------------------------------------------------------------------------------
-def sweep_dir(runs: list[Run]) -> Path:
-    """<run.results_dir>/<sweep>: one directory per sweep (the spec forbids sweeping results_dir)."""
-    return runs[0].cfg.run_dir().parent
-
-
-@dataclass
-class RunState:
-    run_id: str
-    state: str                  # one of STATES
-    step: int | None = None
-    total: int | None = None
-    job_id: str | None = None   # latest scheduler job that ran or will run it
-    slurm: str | None = None    # that job's SLURM state, where a scheduler knows it
-    attempts: int = 0
-
-    @property
-    def progress(self) -> str:
-        if not self.total:
-            return ""
-        return f"{100 * (self.step or 0) / self.total:.0f}%"
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a torn last line
-    return out
-
-
-def _append_jsonl(path: Path, row: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:  # one write of one line: appends from several jobs do not interleave
-        f.write(json.dumps(row, sort_keys=True) + "\n")
-
-
-def lock_held(run_dir: Path) -> bool:
-    """True when a live process holds the run's lock (train() holds it while it runs; the kernel
-    drops it when the process dies, so a killed run never looks alive)."""
-    p = run_dir / ".lock"
-    if not p.exists():
-        return False
-    with open(p, "r") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        return False
-
-
-def _last_step(metrics: Path) -> int | None:
-    """The step of the last complete row of metrics.jsonl, reading only its tail."""
-    try:
-        with open(metrics, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
-def slurm_job_states(job_ids: set[str]) -> dict[str, str]:
-    """SLURM state of each of `job_ids` ('123' or '123_4'): squeue for live jobs, sacct for the
-    rest. Empty where no SLURM client is installed; a job neither knows is left out."""
-    if not job_ids or not shutil.which("squeue"):
-        return {}
-    states: dict[str, str] = {}
-    user = os.environ.get("USER") or _whoami()
-    try:
-        out = subprocess.run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T"], capture_output=True,
-                             text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    for line in out.splitlines():
-        jid, _, st = line.partition("|")
-        if jid in job_ids:
-            states[jid] = st
-    rest = {j for j in job_ids if j not in states}
-    if rest and shutil.which("sacct"):
-        bases = sorted({j.split("_")[0] for j in rest})
-        cmd = ["sacct", "-n", "-P", "-X", "-o", "JobID,State"] + [a for b in bases for a in ("-j", b)]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        for line in out.splitlines():
-            jid, _, st = line.partition("|")
-            if jid in rest:
-                states[jid] = st.split()[0] if st else st  # "CANCELLED by 0" -> CANCELLED
-    return states
-
-
-def _whoami() -> str:
-    import pwd
-    return pwd.getpwuid(os.getuid()).pw_name
-
-
-def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict[str, RunState]:
-    """The state of each run, from its directory, its lock and its last scheduler job."""
-    jobs: dict[str, dict] = {}
-    for row in _read_jsonl(sdir / "jobs.jsonl"):
-        jobs[row["run_id"]] = row  # the latest submission of each run
-    attempts: dict[str, int] = {}
-    for row in _read_jsonl(sdir / "attempts.jsonl"):
-        attempts[row["run_id"]] = attempts.get(row["run_id"], 0) + 1
-    slurm_ids = {j["job_id"] for j in jobs.values() if j.get("executor") == "slurm"}
-    sl = slurm_job_states(slurm_ids) if query_slurm else {}
-    out = {}
-    for rid in run_ids:
-        rdir = sdir / rid
-        summary = _read_json(rdir / "summary.json")
-        job = jobs.get(rid, {})
-        st = RunState(rid, "pending", job_id=job.get("job_id"), attempts=attempts.get(rid, 0))
-        st.slurm = sl.get(st.job_id) if job.get("executor") == "slurm" else None
-        if summary:
-            st.step, st.total = summary.get("step"), summary.get("total_steps")
-        status = (summary or {}).get("status")
-        if status in ("finished", "diverged"):
-            st.state = status
-        elif lock_held(rdir) or st.slurm in SLURM_RUNNING:
-            st.state = "running"
-            st.step = _last_step(rdir / "metrics.jsonl") if st.total else st.step
-        elif st.slurm in SLURM_QUEUED:
-            st.state = "queued"
-        elif status == "failed":
-            st.state = "failed"
-        elif summary or (rdir / "metrics.jsonl").exists():
-            st.state = "incomplete"  # started, not running now, not finished: it will resume
-        out[rid] = st
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -280,7 +124,7 @@ def record_launch(spec: Spec, runs: list[Run], executor: str, submitted: list[st
     sdir = sweep_dir(runs)
     sdir.mkdir(parents=True, exist_ok=True)
     path = sdir / "sweep.json"
-    rec = _read_json(path) or {"name": spec.name, "created": time.time(), "launches": []}
+    rec = read_json(path) or {"name": spec.name, "created": time.time(), "launches": []}
     env = environment()
     rec.update(name=spec.name, spec_source=spec.source, spec_sha256=spec.sha256, spec=spec.raw,
                swept_keys=spec.swept_keys, updated=time.time(), **env,
@@ -340,6 +184,30 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
     if executor == "slurm" and not shutil.which("sbatch"):
         raise LaunchError("--executor slurm: no `sbatch` on this machine (start a cluster with "
                           "scripts/slurm_up.sh, or use --executor local)")
+    with _launch_lock(sweep_dir(runs)):
+        return _launch_locked(spec, runs, executor, parallel, wait, out)
+
+
+@contextlib.contextmanager
+def _launch_lock(sdir: Path):
+    """One launch of a sweep at a time: two `rlablate sweep` commands planning at once could both
+    see a run as pending and submit it twice (train()'s run lock would still keep the second copy
+    from running alongside, but it would queue and wait for nothing)."""
+    sdir.mkdir(parents=True, exist_ok=True)
+    with open(sdir / ".launch.lock", "a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LaunchError(f"{sdir}: another `rlablate sweep` of this sweep is submitting (or "
+                              f"running it locally); wait for it, see `rlablate status`") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wait: bool,
+                   out: Callable[[str], None]) -> dict:
     sdir = sweep_dir(runs)
     states, todo, skipped = plan(runs)
     record_launch(spec, runs, executor, [r.run_id for r in todo], skipped)
@@ -355,7 +223,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
 
     def record(r: Run, job) -> None:
         result["jobs"][r.run_id] = job
-        _append_jsonl(sdir / "jobs.jsonl", {"time": time.time(), "run_id": r.run_id,
+        append_jsonl(sdir / "jobs.jsonl", {"time": time.time(), "run_id": r.run_id,
                                             "job_id": str(job.job_id), "executor": executor})
 
     if executor == "slurm":
@@ -435,36 +303,21 @@ def _describe_res(res: dict) -> str:
     return ", ".join(f"{k}={res[k]}" for k in keys if res.get(k) is not None)
 
 
-# ------------------------------------------------------------------------------------------------
-# Status
-# ------------------------------------------------------------------------------------------------
-def status_report(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> tuple[str, dict]:
-    states = run_states(sdir, run_ids, query_slurm)
-    counts = {s: 0 for s in STATES}
-    for st in states.values():
-        counts[st.state] += 1
-    head = (f"{sdir}: {len(run_ids)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()
-                                                          if n or s in ("pending", "running",
-                                                                        "finished", "failed",
-                                                                        "diverged")))
-    rows = [["run_id", "state", "step", "progress", "attempts", "job", "slurm"]]
-    for rid in run_ids:
-        st = states[rid]
-        rows.append([rid, st.state, f"{st.step}/{st.total}" if st.total else "", st.progress,
-                     str(st.attempts), st.job_id or "", st.slurm or ""])
-    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return head + "\n" + "\n".join(lines), counts
+def summarize(runs: list[Run]) -> str:
+    groups = {repr(sorted(r.resources.items())) for r in runs}
+    return f"{len(runs)} runs in {len(groups)} resource group{'s' if len(groups) != 1 else ''}"
 
 
-def runs_of_dir(sdir: Path) -> list[str]:
-    """The run ids of a sweep dir: from sweep.json (pending runs have no directory yet)."""
-    rec = _read_json(sdir / "sweep.json")
-    if rec is None:
-        raise LaunchError(f"{sdir}: no sweep.json (not a sweep directory, or never launched)")
-    ids = [r["run_id"] for r in rec["runs"]]
-    # runs of earlier versions of the spec keep their directories: show them too
-    return ids + sorted(p.parent.name for p in sdir.glob("*/config.yaml") if p.parent.name not in ids)
+def table(runs: list[Run], spec: Spec, extra: dict[str, list[str]] | None = None) -> str:
+    """A plain-text table: index, run_id, the swept values, and any extra columns."""
+    keys = list(spec.swept_keys)
+    header = ["#", "run_id"] + keys + list(extra or {})
+    rows = [[str(r.index), r.run_id] + [str(r.point[k]) for k in keys]
+            + [col[i] for col in (extra or {}).values()] for i, r in enumerate(runs)]
+    widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h)
+              for j, h in enumerate(header)]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths)
+    return "\n".join(fmt.format(*row).rstrip() for row in [header] + rows)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -488,7 +341,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--executor", choices=("local", "slurm", "debug"), default=None,
                    help="local: submitit subprocesses on this machine, --parallel at once, waits; "
                         "slurm: one job array per resource group, returns once queued; debug: "
-                        "in-process, one by one. Default: the spec's `executor`")
+                        "in-process, one by one (pdb post-mortem on an exception). Default: the spec's "
+                        "`executor`")
     s.add_argument("--dry-run", action="store_true",
                    help="print the runs, their state and what would be submitted; write nothing")
     s.add_argument("--parallel", type=int, default=0,
@@ -541,7 +395,7 @@ def run_cli(args, exit_usage: int = 2, exit_failed: int = 1) -> int:
                   f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
             return 0
         res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait)
-    except (SpecError, LaunchError) as e:
+    except (SpecError, LaunchError, NotASweepDir) as e:
         print(f"rlablate: {'spec' if isinstance(e, SpecError) else 'launch'} error: {e}",
               file=sys.stderr)
         return exit_usage

@@ -493,20 +493,3 @@ def _memoized_config_build():
         yield
     finally:
         _config.load_preset, _config.typing = orig_preset, orig_typing
-
-
-def summarize(runs: list[Run]) -> str:
-    groups = {repr(sorted(r.resources.items())) for r in runs}
-    return f"{len(runs)} runs in {len(groups)} resource group{'s' if len(groups) != 1 else ''}"
-
-
-def table(runs: list[Run], spec: Spec, extra: dict[str, list[str]] | None = None) -> str:
-    """A plain-text table: index, run_id, the swept values, and any extra columns."""
-    keys = list(spec.swept_keys)
-    header = ["#", "run_id"] + keys + list(extra or {})
-    rows = [[str(r.index), r.run_id] + [str(r.point[k]) for k in keys]
-            + [col[i] for col in (extra or {}).values()] for i, r in enumerate(runs)]
-    widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h)
-              for j, h in enumerate(header)]
-    fmt = "  ".join(f"{{:{w}}}" for w in widths)
-    return "\n".join(fmt.format(*row).rstrip() for row in [header] + rows)

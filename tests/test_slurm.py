@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TINY
 from harness.cli import main
-from harness.launch import run_states, slurm_job_states
+from harness.status import run_states, slurm_job_states
 from harness.sweep import expand, load_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
@@ -106,14 +106,34 @@ def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_pat
     assert f"{n} runs: 0 pending, 0 running, 0 failed, {n} finished" in out and "COMPLETED" in out
 
 
-def test_requeue_then_cancel_mid_run_resume_with_no_lost_or_duplicated_rows(tmp_path, cache_dir, capsys):
-    """One run, preempted twice: `scontrol requeue` (SLURM restarts the same job, which resumes from
-    the run's checkpoint), then `scancel` (the run is left incomplete; the next `rlablate sweep`
-    resubmits only it and it resumes). Every train and eval row exists exactly once."""
+def release(job_id: str) -> None:
+    """A requeued job waits for its BeginTime (~120 s later); start it now."""
+    wait_until(lambda: squeue_state(job_id) == "PENDING", 90, f"job {job_id} to be requeued")
+    time.sleep(2)  # releasing it in the same second as the requeue revokes its credential
+
+    def started() -> bool:
+        if squeue_state(job_id) == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
+                           capture_output=True, timeout=60)
+            time.sleep(2)
+        return squeue_state(job_id) != "PENDING"
+    wait_until(started, 90, f"the requeued job {job_id} to start", poll=0.2)
+
+
+def attempts_of(sdir: Path) -> list[dict]:
+    return [json.loads(x) for x in (sdir / "attempts.jsonl").read_text().splitlines()]
+
+
+def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated_rows(
+        tmp_path, cache_dir, capsys):
+    """One run, interrupted three times: `scontrol requeue` (SLURM kills and restarts the job);
+    submitit's own preemption signal (USR2: `RunJob.checkpoint()` requeues the same run); `scancel`
+    (the run is left incomplete; the next `rlablate sweep` resubmits only it). Each time it resumes
+    from the run's checkpoint, and every train and eval row exists exactly once."""
     spec = tmp_path / "rq.yaml"
     spec.write_text("name: rq\nbase: grpo\nseeds: [0]\n")
     over = tiny_overrides(tmp_path, cache_dir) + [
-        "train.steps=120", "eval.every=40", "rollout.max_new_tokens=12"]
+        "train.steps=100", "eval.every=25", "rollout.max_new_tokens=12"]
     assert main(["sweep", str(spec), "--executor", "slurm", *over]) == 0
     (run,) = expand(load_spec(spec, over))
     rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
@@ -124,25 +144,25 @@ def test_requeue_then_cancel_mid_run_resume_with_no_lost_or_duplicated_rows(tmp_
     wait_until(lambda: reached(rdir, 3), 180, "step 3", poll=0.1)  # a checkpoint at step 2
     t_started = min(json.loads(x)["time"] for x in (sdir / "attempts.jsonl").read_text().splitlines())
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
-    # SLURM kills the job (SIGTERM, SIGKILL after KillWait), then queues it again, held back ~120 s
-    wait_until(lambda: squeue_state(job_id) == "PENDING", 90, "the job to be requeued")
-    time.sleep(2)  # releasing it in the same second as the requeue revokes its credential
-
-    def released() -> bool:
-        if squeue_state(job_id) == "PENDING":
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"],
-                           capture_output=True, timeout=60)
-            time.sleep(2)
-        return squeue_state(job_id) != "PENDING"
-    wait_until(released, 90, "the requeued job to start", poll=0.2)
-    wait_until(lambda: len((sdir / "attempts.jsonl").read_text().splitlines()) >= 2, 120,
-               "the requeued job's second attempt")
-    second = json.loads((sdir / "attempts.jsonl").read_text().splitlines()[1])
+    release(job_id)
+    wait_until(lambda: len(attempts_of(sdir)) >= 2, 120, "the requeued job's second attempt")
+    second = attempts_of(sdir)[1]
     assert second["resume_from_step"] is not None, "the run finished before the requeue hit it"
     assert second["job_id"] == job_id and second["resume_from_step"] >= 2, second
 
+    # ---- preemption as submitit sees it: USR2 -> RunJob.checkpoint() -> the job requeues itself
+    wait_until(lambda: reached(rdir, second["resume_from_step"] + 4), 180, "progress", poll=0.1)
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=60)
+    release(job_id)
+    wait_until(lambda: len(attempts_of(sdir)) >= 3, 120, "the third attempt")
+    third = attempts_of(sdir)[2]
+    assert third["resume_from_step"] is not None, "the run finished before USR2 hit it"
+    assert third["job_id"] == job_id and third["resume_from_step"] > second["resume_from_step"]
+    log = next((sdir / "_submitit").glob("*/*_log.out")).read_text()
+    assert "Calling checkpoint method" in log and f"Requeued job {job_id}" in log, log[-2000:]
+
     # ---- cancellation: scancel mid-run, then re-launch
-    resumed_from = second["resume_from_step"]
+    resumed_from = third["resume_from_step"]
     wait_until(lambda: reached(rdir, resumed_from + 4), 180, f"step {resumed_from + 4}", poll=0.1)
     subprocess.run(["scancel", job_id], check=True, timeout=60)
     wait_until(lambda: squeue_state(job_id) is None, 60, "the cancelled job to leave the queue")
@@ -153,14 +173,14 @@ def test_requeue_then_cancel_mid_run_resume_with_no_lost_or_duplicated_rows(tmp_
     out = capsys.readouterr().out
     assert "submitting 1, skipping 0" in out and "1 of 1 submitted runs finished" in out, out
 
-    attempts = [json.loads(x) for x in (sdir / "attempts.jsonl").read_text().splitlines()]
-    assert len(attempts) == 3 and attempts[2]["job_id"] != job_id
-    assert attempts[2]["resume_from_step"] > resumed_from
+    attempts = attempts_of(sdir)
+    assert len(attempts) == 4 and attempts[3]["job_id"] != job_id
+    assert attempts[3]["resume_from_step"] > resumed_from
     summary = json.loads((rdir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["step"] == 120
-    assert steps(rdir, "train") == list(range(1, 121))      # none lost, none duplicated
-    assert steps(rdir, "eval") == [0, 40, 80, 120]
+    assert summary["status"] == "finished" and summary["step"] == 100
+    assert steps(rdir, "train") == list(range(1, 101))      # none lost, none duplicated
+    assert steps(rdir, "eval") == [0, 25, 50, 75, 100]
     items = [json.loads(x)["step"] for x in (rdir / "eval_items.jsonl").read_text().splitlines()]
-    assert items == sorted(items) and len(items) == 2 * 4
-    print(f"\n[timing] submit -> first attempt {t_started - t_submit:.1f} s; "
-          f"whole requeue/cancel/resume test {time.time() - t_submit:.1f} s")
+    assert items == sorted(items) and len(items) == 2 * 5
+    print(f"\n[timing] submit -> first attempt {t_started - t_submit:.1f} s; resumed from steps "
+          f"{[a['resume_from_step'] for a in attempts]}; whole test {time.time() - t_submit:.1f} s")

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -18,8 +19,9 @@ from conftest import ROOT, TINY
 from harness import config as config_mod
 from harness.cli import main
 from harness.config import list_presets, load_config
-from harness.launch import lock_held, plan, run_states, runs_of_dir, status_report
-from harness.sweep import SpecError, expand, load_spec, parse_spec
+from harness.launch import launch, plan
+from harness.status import lock_held, run_states, runs_of_dir, status_report
+from harness.sweep import expand, load_spec, parse_spec
 
 TINY_SET = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in TINY)}
 
@@ -243,8 +245,6 @@ def test_killed_run_is_resubmitted_and_resumes(tmp_path, cache_dir, capsys):
     spec = load_spec(path)
     (run,) = expand(spec)
     sdir, rdir = tmp_path / "results" / "t", tmp_path / "results" / "t" / run.run_id
-    from harness.launch import launch
-    import threading
     done = threading.Event()
     th = threading.Thread(target=lambda: (launch(spec, [run], "local", out=lambda s: None), done.set()))
     th.start()

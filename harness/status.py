@@ -1,0 +1,215 @@
+"""The state of a sweep's runs, read from their directories, their locks and the scheduler.
+
+    rlablate status sweeps/demo.yaml          # or a sweep directory: rlablate status results/demo
+
+A run's state is derived, never stored: `summary.json` says finished/diverged/failed; a held run lock
+(`train()` holds `<run>/.lock` while it runs; the kernel drops it when the process dies) or a SLURM job
+in a running state says running; a queued job says queued; a run with files but none of these was
+stopped mid-way (incomplete) and resumes when resubmitted; no files at all is pending. The latest job
+of each run comes from `<sweep>/jobs.jsonl`, its attempts (each start or restart of the job) from
+`<sweep>/attempts.jsonl`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .sweep import Run
+
+class NotASweepDir(RuntimeError):
+    """A directory without sweep.json: one line."""
+
+
+# SLURM states of a job that will still run (or is running) our callable.
+SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED",
+                "CONFIGURING", "RESIZING", "STOPPED", "SIGNALING"}
+SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT"}
+STATES = ("pending", "queued", "running", "incomplete", "failed", "finished", "diverged")
+SUBMIT_STATES = {"pending", "incomplete", "failed"}
+
+
+def sweep_dir(runs: list[Run]) -> Path:
+    """<run.results_dir>/<sweep>: one directory per sweep (the spec forbids sweeping results_dir)."""
+    return runs[0].cfg.run_dir().parent
+
+
+@dataclass
+class RunState:
+    run_id: str
+    state: str                  # one of STATES
+    step: int | None = None
+    total: int | None = None
+    job_id: str | None = None   # latest scheduler job that ran or will run it
+    slurm: str | None = None    # that job's SLURM state, where a scheduler knows it
+    attempts: int = 0
+
+    @property
+    def progress(self) -> str:
+        if not self.total:
+            return ""
+        return f"{100 * (self.step or 0) / self.total:.0f}%"
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line
+    return out
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:  # one write of one line: appends from several jobs do not interleave
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def lock_held(run_dir: Path) -> bool:
+    """True when a live process holds the run's lock (train() holds it while it runs; the kernel
+    drops it when the process dies, so a killed run never looks alive)."""
+    p = run_dir / ".lock"
+    if not p.exists():
+        return False
+    with open(p, "r") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def _last_step(metrics: Path) -> int | None:
+    """The step of the last complete row of metrics.jsonl, reading only its tail."""
+    try:
+        with open(metrics, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def slurm_job_states(job_ids: set[str]) -> dict[str, str]:
+    """SLURM state of each of `job_ids` ('123' or '123_4'): squeue for live jobs, sacct for the
+    rest. Empty where no SLURM client is installed; a job neither knows is left out."""
+    if not job_ids or not shutil.which("squeue"):
+        return {}
+    states: dict[str, str] = {}
+    user = os.environ.get("USER") or _whoami()
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-u", user, "-o", "%i|%T"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        jid, _, st = line.partition("|")
+        if jid in job_ids:
+            states[jid] = st
+    rest = {j for j in job_ids if j not in states}
+    if rest and shutil.which("sacct"):
+        bases = sorted({j.split("_")[0] for j in rest})
+        cmd = ["sacct", "-n", "-P", "-X", "-o", "JobID,State"] + [a for b in bases for a in ("-j", b)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        for line in out.splitlines():
+            jid, _, st = line.partition("|")
+            if jid in rest:
+                states[jid] = st.split()[0] if st else st  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+def _whoami() -> str:
+    import pwd
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict[str, RunState]:
+    """The state of each run, from its directory, its lock and its last scheduler job."""
+    jobs: dict[str, dict] = {}
+    for row in read_jsonl(sdir / "jobs.jsonl"):
+        jobs[row["run_id"]] = row  # the latest submission of each run
+    attempts: dict[str, int] = {}
+    for row in read_jsonl(sdir / "attempts.jsonl"):
+        attempts[row["run_id"]] = attempts.get(row["run_id"], 0) + 1
+    slurm_ids = {j["job_id"] for j in jobs.values() if j.get("executor") == "slurm"}
+    sl = slurm_job_states(slurm_ids) if query_slurm else {}
+    out = {}
+    for rid in run_ids:
+        rdir = sdir / rid
+        summary = read_json(rdir / "summary.json")
+        job = jobs.get(rid, {})
+        st = RunState(rid, "pending", job_id=job.get("job_id"), attempts=attempts.get(rid, 0))
+        st.slurm = sl.get(st.job_id) if job.get("executor") == "slurm" else None
+        if summary:
+            st.step, st.total = summary.get("step"), summary.get("total_steps")
+        status = (summary or {}).get("status")
+        if status in ("finished", "diverged"):
+            st.state = status
+        elif lock_held(rdir) or st.slurm in SLURM_RUNNING:
+            st.state = "running"
+            st.step = _last_step(rdir / "metrics.jsonl") if st.total else st.step
+        elif st.slurm in SLURM_QUEUED:
+            st.state = "queued"
+        elif status == "failed":
+            st.state = "failed"
+        elif summary or (rdir / "metrics.jsonl").exists():
+            st.state = "incomplete"  # started, not running now, not finished: it will resume
+        out[rid] = st
+    return out
+
+
+def status_report(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> tuple[str, dict]:
+    states = run_states(sdir, run_ids, query_slurm)
+    counts = {s: 0 for s in STATES}
+    for st in states.values():
+        counts[st.state] += 1
+    head = (f"{sdir}: {len(run_ids)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()
+                                                          if n or s in ("pending", "running",
+                                                                        "finished", "failed",
+                                                                        "diverged")))
+    rows = [["run_id", "state", "step", "progress", "attempts", "job", "slurm"]]
+    for rid in run_ids:
+        st = states[rid]
+        rows.append([rid, st.state, f"{st.step}/{st.total}" if st.total else "", st.progress,
+                     str(st.attempts), st.job_id or "", st.slurm or ""])
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return head + "\n" + "\n".join(lines), counts
+
+
+def runs_of_dir(sdir: Path) -> list[str]:
+    """The run ids of a sweep dir: from sweep.json (pending runs have no directory yet)."""
+    rec = read_json(sdir / "sweep.json")
+    if rec is None:
+        raise NotASweepDir(f"{sdir}: no sweep.json (not a sweep directory, or never launched)")
+    ids = [r["run_id"] for r in rec["runs"]]
+    # runs of earlier versions of the spec keep their directories: show them too
+    return ids + sorted(p.parent.name for p in sdir.glob("*/config.yaml") if p.parent.name not in ids)
