@@ -148,6 +148,16 @@ class AlgoCfg:
         "per-token penalty -kl_coef*kl_t in the reward (PPO-RLHF, REINFORCE++; response-level "
         "estimators sum it into the response's reward)")
     kl_coef: float = F(0.0, "KL coefficient beta (> 0 iff algo.kl is not none)", lo=0)
+    gamma: float = F(1.0, "gae: discount", lo=0, hi=1)
+    lam_policy: float = F(0.95, "gae: lambda of the policy's advantages (vanilla PPO 0.95)", lo=0, hi=1)
+    lam_critic: float = F(0.95, "gae: lambda of the critic's targets (VAPO decoupled GAE: 1.0, Monte "
+                          "Carlo returns)", lo=0, hi=1)
+    lam_alpha: float = F(0.0, "gae: VAPO length-adaptive lambda_policy = 1 - 1/(alpha * length), "
+                         "clamped at 0 (VAPO: 0.05); 0 = off (lam_policy is used)", lo=0)
+    critic_lr: float = F(1e-3, "gae: AdamW learning rate of the critic (a separate value model)",
+                         lo=0, lo_open=True)
+    value_pretrain_steps: int = F(0, "gae: VAPO value pretraining: rollout batches of the fixed warm "
+                                  "start that train only the critic before step 1 (VAPO: 50)", lo=0)
     group_filter: Literal["none", "zero_variance"] = F(
         "none", "zero_variance = drop groups whose verifier scores are all equal (0 < #correct < G "
         "kept; ScaleRL zero-variance filtering); the batch shrinks unless max_gen_rounds > 1")
@@ -481,6 +491,9 @@ def validate(cfg: Config) -> None:
                               f"rollout.max_new_tokens needs {need}")
 
 
+CRITIC_KEYS = ("gamma", "lam_policy", "lam_critic", "lam_alpha", "critic_lr", "value_pretrain_steps")
+
+
 def _allowed(axis: str, names: list[str]) -> list[str]:
     from . import algos
     return (["none"] if axis in algos.OPTIONAL_AXES else []) + names
@@ -522,6 +535,15 @@ def _validate_algo(cfg: Config) -> None:
         raise ConfigError("algo.kl = 'k1': as a loss term its expected gradient is zero "
                           "(E_pi[grad log pi] = 0), so it regularises nothing; use kl_mode = reward, "
                           "or k2/k3 as a loss")
+    if not algos.ADVANTAGE_NEEDS_CRITIC.get(a.advantage):
+        base = AlgoCfg()
+        for key in CRITIC_KEYS:
+            if getattr(a, key) != getattr(base, key):
+                raise ConfigError(f"algo.{key} = {getattr(a, key)!r}: only used with a critic "
+                                  f"(algo.advantage = gae), not {a.advantage!r}")
+    if a.lam_alpha > 0 and a.lam_policy != AlgoCfg().lam_policy:
+        raise ConfigError(f"algo.lam_policy = {a.lam_policy}: unused when algo.lam_alpha = "
+                          f"{a.lam_alpha} (length-adaptive lambda_policy); leave it at its default")
     if a.max_gen_rounds > 1 and a.group_filter == "none":
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = zero_variance); with none every round is kept")

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from . import algos
 from .config import Config, config_from_dict, dump_yaml
+from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
 from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, write_json
 from .models import count_params, get_tokenizer
@@ -119,6 +120,16 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         for m_ in (model, ref_model):
             if m_ is not None and cfg.algo.fp32_lm_head:
                 use_fp32_lm_head(m_)
+        critic = critic_opt = None  # a separate value model, only for critic-based advantages (gae)
+        if algos.ADVANTAGE_NEEDS_CRITIC.get(cfg.algo.advantage, False):
+            critic = ValueModel(load_warm_model(warm_path, device)).to(device)
+            critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=0.0,
+                                           betas=(cfg.optim.beta1, cfg.optim.beta2))
+        n_critic = count_params(critic) if critic is not None else 0
+
+        def critic_state() -> dict:
+            return {} if critic is None else {"critic": critic.state_dict(),
+                                              "critic_optim": critic_opt.state_dict()}
         engine = make_engine(cfg.rollout.engine, model, tok)
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout
@@ -133,6 +144,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         ckpt = _load_checkpoint(ckpt_dir)
         if ckpt is not None:
             model.load_state_dict(ckpt["model"])
+            if critic is not None:
+                critic.load_state_dict(ckpt["critic"])
+                critic_opt.load_state_dict(ckpt["critic_optim"])
             opt.load_state_dict(ckpt["optim"])
             sched.load_state_dict(ckpt["sched"])
             torch.set_rng_state(ckpt["rng_torch"])
@@ -166,7 +180,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
         if ckpt is None:
             last_eval = run_eval(0)  # the warm start: R0 of every curve
-            _save_checkpoint(ckpt_dir, model, opt, sched, state)
+            _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
         else:
             rows = [x for x in metrics.read() if x.get("kind") == "eval"]
             last_eval = rows[-1] if rows else run_eval(state["step"])
@@ -184,8 +198,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             state["tokens"] += ro_all.n_tokens   # discarded generations cost compute too
             return ro_all, scores_all, kept, rounds
 
-        def prepare(ro, rewards, scores, mask, loss_mask, step: int) -> StepBatch:
-            """pi_old, the reference policy's log-probs, advantages: the step's training tensors."""
+        def prepare(ro, rewards, scores, mask, loss_mask, step: int) -> tuple:
+            """pi_old, the reference log-probs, critic values, advantages: (StepBatch, explained var)."""
             if a.old_logprobs == "sampler":  # the sampler's own log-probs, or one extra forward pass
                 logp_old = ro.logprobs
             else:
@@ -201,12 +215,65 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
                 if a.kl_mode == "reward":  # -beta * kl_t per token, at the sampling policy
                     token_rewards = -a.kl_coef * algos.KL_ESTIMATORS[a.kl](logp_old, logp_ref) * mask
+            values = value_targets = None
+            lam = a.lam_policy
+            if critic is not None:  # V(s_t) of the critic before this step's updates
+                values, value_targets = critic_targets(ro, rewards, mask, token_rewards)
+                if a.lam_alpha > 0:  # VAPO length-adaptive lambda_policy, one per response
+                    lam = algos.length_adaptive_lambda(ro.lengths, a.lam_alpha)
             adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
-                                                token_rewards=token_rewards)
+                                                token_rewards=token_rewards, values=values,
+                                                gamma=a.gamma, lam=lam)
             _finite("advantage", adv, step)
+            ev = explained_variance(values, value_targets, loss_mask) if critic is not None else None
             return StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                              loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
-                             logp_ref=logp_ref)
+                             logp_ref=logp_ref, value_targets=value_targets), ev
+
+        def critic_targets(ro, rewards, mask, token_rewards) -> tuple:
+            """Values of the critic (no grad) and its lambda_critic-return targets."""
+            with torch.no_grad():
+                values = critic(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask)
+            state["flops"] += 2 * n_critic * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+            return values, algos.compute_value_targets(rewards, mask, values, token_rewards=token_rewards,
+                                                       gamma=a.gamma, lam=a.lam_critic)
+
+        def critic_step(mb: StepBatch, losses: list) -> None:
+            """One critic update on a minibatch (0.5 * token-mean squared error to its targets)."""
+            critic_opt.zero_grad(set_to_none=True)
+            losses.append(value_backward(critic, mb, a.micro_batches)["value_loss"])
+            torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.optim.grad_clip
+                                           if cfg.optim.grad_clip > 0 else float("inf"))
+            critic_opt.step()
+            state["flops"] += 6 * n_critic * (int(mb.prompt_mask.sum()) + int(mb.response_mask.sum()))
+
+        def group_rows(prompts: torch.Tensor) -> torch.Tensor:
+            """Prompt indices -> their G contiguous rows."""
+            return (prompts.unsqueeze(-1) * r.group_size + torch.arange(r.group_size)).reshape(-1)
+
+        # ---- VAPO value pretraining: the critic alone, on rollouts of the fixed warm start
+        pretrain_losses: list = []
+        while critic is not None and state.get("value_pretrained", 0) < a.value_pretrain_steps:
+            torch.manual_seed(step_seed(cfg.run.seed, -1 - state.get("value_pretrained", 0)))
+            ro_all, scores_all, kept, _ = sample()
+            ro, scores = select_rows(ro_all, kept), scores_all[kept]
+            mask = ro.response_mask.float()
+            if len(kept):
+                rewards = scores + algos.overlong_penalty(ro.lengths, max_len=r.max_new_tokens,
+                                                          cache=a.overlong_cache)
+                _, targets = critic_targets(ro, rewards, mask, None)
+                loss_mask = mask * (~ro.truncated).unsqueeze(-1) if a.mask_truncated else mask
+                b = StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
+                              loss_mask=loss_mask, adv=torch.zeros_like(mask), logp_old=ro.logprobs,
+                              correct=scores > 0, value_targets=targets)
+                losses: list = []
+                for _epoch in range(a.epochs):
+                    for mb_prompts in torch.randperm(len(kept) // r.group_size).chunk(a.minibatches):
+                        critic_step(b.rows(group_rows(mb_prompts)), losses)
+                pretrain_losses.append(_mean(losses))
+            state["value_pretrained"] = state.get("value_pretrained", 0) + 1
+            if state["value_pretrained"] == a.value_pretrain_steps:
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
 
         _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
         bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
@@ -228,17 +295,18 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             # overlong filtering: truncated responses count in group statistics, not in the loss
             loss_mask = mask * (~ro.truncated).unsqueeze(-1) if a.mask_truncated else mask
 
-            stats = {"loss": [], "grad_norm": []}
+            stats = {"loss": [], "grad_norm": [], "value_loss": []}
             sums: dict = {}
             n_prompts = len(kept) // r.group_size  # a filtered step may keep no group: no update
+            ev = None
             if n_prompts:
-                batch = prepare(ro, rewards, scores, mask, loss_mask, step)
+                batch, ev = prepare(ro, rewards, scores, mask, loss_mask, step)
 
             # ---- K epochs x M minibatches of whole groups (x micro-batches inside policy_backward)
             for _epoch in range(a.epochs if n_prompts else 0):
                 perm = torch.randperm(n_prompts)
                 for mb_prompts in perm.chunk(a.minibatches):
-                    idx = (mb_prompts.unsqueeze(-1) * r.group_size + torch.arange(r.group_size)).reshape(-1)
+                    idx = group_rows(mb_prompts)
                     opt.zero_grad(set_to_none=True)
                     st = policy_backward(model, batch.rows(idx), a, group_size=r.group_size,
                                          max_new_tokens=r.max_new_tokens, temperature=r.temperature)
@@ -252,6 +320,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     for k, v in st.items():
                         sums[k] = max(sums.get(k, 0.0), v) if k.startswith("max_") else sums.get(k, 0.0) + v
                     state["flops"] += 6 * n_params * (int(ro.prompt_mask[idx].sum()) + int(mask[idx].sum()))
+                    if critic is not None:  # the critic's update on the same minibatch
+                        critic_step(batch.rows(idx), stats["value_loss"])
 
             # ---- compute accounting and the train row
             state["step"] = step
@@ -273,8 +343,15 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                    "policy/log_ratio_abs_mean": _per_token(sums, "abs_log_ratio"),
                    "policy/log_ratio_abs_max": sums.get("max_abs_log_ratio"),
                    "loss/kl": _per_token(sums, "kl_ref") if ref_model is not None else None,
+                   "loss/value": _mean(stats["value_loss"]), "value/explained_var": ev,
+                   "loss/pos_nll": sums["pos_nll"] / len(stats["loss"])
+                   if a.pos_nll_coef > 0 and stats["loss"] else None,
                    "policy/grad_norm": _mean(stats["grad_norm"]), "optim/lr": sched.get_last_lr()[0],
                    "perf/step_s": dt, "perf/tokens_per_s": ro_all.n_tokens / max(dt, 1e-9)}
+            if pretrain_losses:  # once, in the first row after VAPO value pretraining
+                row["value/pretrain_loss_first"] = pretrain_losses[0]
+                row["value/pretrain_loss_last"] = pretrain_losses[-1]
+                pretrain_losses = []
             row.update(compute_cols())
             metrics.append(row)
             _tb.log(row)
@@ -286,7 +363,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 if wall_up and last_eval["step"] != step:
                     last_eval = run_eval(step)
                 state["wall_s"] = wall0 + time.time() - t_start
-                _save_checkpoint(ckpt_dir, model, opt, sched, state)
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
                 summary.update(step=step, status="running")
                 write_json(summary_path, summary)
             bar.update(1)
@@ -327,11 +404,12 @@ def _per_token(sums: dict, key: str) -> float | None:
 
 
 # ------------------------------------------------------------------------------------ checkpoints
-def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict) -> None:
+def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict, extra: dict | None = None) -> None:
     """last.pt is written atomically; the previous one is kept as prev.pt (a fallback if last.pt is
-    ever unreadable)."""
+    ever unreadable). `extra`: more state dicts (the critic and its optimizer)."""
     obj = {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
-           "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state)}
+           "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state),
+           **(extra or {})}
     last, prev = ckpt_dir / "last.pt", ckpt_dir / "prev.pt"
     if last.exists():
         last.replace(prev)

@@ -36,6 +36,11 @@ BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.kl=k1", "algo.kl_coef=0.1"], "algo.kl = 'k1': as a loss term its expected gradient is zero"),
     (["algo.micro_batches=200"], "algo.micro_batches = 200: must be <= the sequences per minibatch (128)"),
     (["algo.max_gen_rounds=4"], "algo.max_gen_rounds = 4: refilling needs a filter"),
+    (["algo.lam_alpha=0.05"], "algo.lam_alpha = 0.05: only used with a critic (algo.advantage = gae), not 'group_norm'"),
+    (["algo.value_pretrain_steps=5"], "algo.value_pretrain_steps = 5: only used with a critic"),
+    (["algo.advantage=rloo", "algo.gamma=0.99"], "algo.gamma = 0.99: only used with a critic"),
+    (["algo.advantage=gae", "algo.lam_alpha=0.05", "algo.lam_policy=0.9"],
+     "algo.lam_policy = 0.9: unused when algo.lam_alpha = 0.05"),
     (["algo.overlong_cache=48"], "algo.overlong_cache = 48: must be < rollout.max_new_tokens (48)"),
 ]
 
@@ -296,3 +301,87 @@ def test_fp32_lm_head_is_an_exact_no_op_for_fp32_models():
 def test_fp32_lm_head_in_the_loop(tiny_overrides):
     rows, _ = _train_rows(tiny_overrides + ["train.steps=1", "algo.fp32_lm_head=true"])
     assert rows[0]["loss/policy"] is not None
+
+
+# ---- the critic (gae) ---------------------------------------------------------------------------
+@pytest.fixture
+def parity_reward(monkeypatch):
+    """A test-only verifier: reward 1 for responses of odd length. A random-init tiny model never
+    solves the task, so without this every advantage (and every gradient) would be zero."""
+    from harness.tasks import ChainSumTask
+    monkeypatch.setattr(ChainSumTask, "score", lambda self, text, item: float(len(text) % 2))
+
+
+def test_value_model_starts_at_zero_and_reads_the_state_before_each_token():
+    import torch
+    from harness.critic import ValueModel
+    b = _fake_batch()
+    critic = ValueModel(_tiny_lm())
+    v = critic(b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask)
+    assert v.shape == b.response_ids.shape and (v == 0).all()
+    torch.nn.init.normal_(critic.head.weight)
+    v1 = critic(b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask)
+    ids = b.response_ids.clone()
+    ids[0, 2] = (ids[0, 2] + 1) % 16          # change response token 2 of row 0
+    v2 = critic(b.prompt_ids, b.prompt_mask, ids, b.response_mask)
+    assert torch.equal(v1[0, :3], v2[0, :3])  # V(s_0..s_2) do not see token 2
+    assert not torch.equal(v1[0, 3:], v2[0, 3:])
+
+
+def test_value_loss_gradient_does_not_depend_on_micro_batches():
+    import torch
+    from harness.critic import ValueModel, value_backward
+    b = _fake_batch()
+    b.value_targets = torch.randn(b.response_ids.shape) * b.response_mask
+    critic = ValueModel(_tiny_lm())
+    torch.nn.init.normal_(critic.head.weight)
+    grads = []
+    for n in (1, 3, 8):
+        critic.zero_grad(set_to_none=True)
+        value_backward(critic, b, n)
+        grads.append(torch.cat([p.grad.reshape(-1) for p in critic.parameters() if p.grad is not None]))
+    tol = 1e-6 * grads[0].abs().max().item()   # float rounding of a different summation order
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=tol)
+    torch.testing.assert_close(grads[0], grads[2], rtol=1e-4, atol=tol)
+
+
+def test_explained_variance_by_hand():
+    import torch
+    from harness.critic import explained_variance
+    t, m = torch.tensor([[1.0, 2.0, 3.0, 9.0]]), torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    assert explained_variance(t, t, m) == pytest.approx(1.0)
+    assert explained_variance(torch.full_like(t, 2.0), t, m) == pytest.approx(0.0)
+    # residual (0, 0, 1): var 1/3 against var(1,2,3) = 1 -> 2/3
+    assert explained_variance(torch.tensor([[1.0, 2.0, 2.0, 0.0]]), t, m) == pytest.approx(2 / 3)
+
+
+GAE = ["algo.advantage=gae", "algo.lam_critic=1.0", "algo.lam_alpha=0.05", "algo.value_pretrain_steps=2",
+       "algo.pos_nll_coef=0.1", "algo.aggregation=token_mean"]
+
+
+def test_gae_with_value_pretraining_resumes_exactly(tiny_overrides, tmp_path, monkeypatch, parity_reward):
+    """Killed after step 3 was logged (checkpoint at 2), the resumed run replays 3 and 4 exactly:
+    the critic, its optimizer and the value-pretraining progress are all in the checkpoint."""
+    from harness import train as train_mod
+    common = tiny_overrides + GAE + ["train.steps=4", "train.checkpoint_every=2"]
+    want, _ = _train_rows(common + [f"run.results_dir={tmp_path / 'ref'}"])
+    assert want[0]["value/pretrain_loss_first"] > want[0]["value/pretrain_loss_last"] > 0
+    assert all(r["loss/value"] > 0 and r["value/explained_var"] is not None for r in want)
+
+    class Killed(Exception):
+        pass
+
+    real_log = train_mod._TB.log
+
+    def log(self, row):
+        if row.get("kind") == "train" and row["step"] == 3 and not getattr(log, "done", False):
+            log.done = True
+            raise Killed
+        real_log(self, row)
+    monkeypatch.setattr(train_mod._TB, "log", log)
+    cut = common + [f"run.results_dir={tmp_path / 'cut'}"]
+    with pytest.raises(Killed):
+        _train_rows(cut)
+    got, _ = _train_rows(cut)
+    keep = lambda rs: [{k: v for k, v in r.items() if not k.startswith(("perf/", "compute/wall_s"))} for r in rs]
+    assert keep(got) == keep(want)
