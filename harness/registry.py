@@ -64,4 +64,4 @@ class Registry(Generic[T]):
     def doc(self, name: str) -> str:
         """First paragraph of the registered function's docstring (used by `--help`)."""
         text = (self[name].__doc__ or "").strip()
-        return text.split("\n\n")[0].replace("\n", " ")
+        return " ".join(text.split("\n\n")[0].split())
