@@ -181,6 +181,9 @@ class AlgoCfg:
     micro_batches: int = F(1, "forward/backward chunks per minibatch (gradient accumulation); every "
                            "normaliser is computed over the whole minibatch, so the gradient does "
                            "not depend on it", lo=1)
+    rollout_lag: int = F(0, "off-policyness: rollouts come from the policy of this many optimizer "
+                         "updates ago (PipelineRL-style asynchrony simulated in-process; ScaleRL "
+                         "k = 8); pi_old is then that behaviour policy", lo=0)
     old_logprobs: Literal["sampler", "recompute"] = F(
         "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
         "forward pass before the update")
@@ -523,6 +526,13 @@ def _validate_algo(cfg: Config) -> None:
             raise ConfigError(f"algo.minibatches = {a.minibatches}, algo.epochs = {a.epochs}: surrogate "
                               f"{a.surrogate!r} has no importance ratio, so every update after the "
                               f"first would use off-policy samples uncorrected; use 1 and 1")
+    if a.rollout_lag > 0 and a.old_logprobs != "sampler":
+        raise ConfigError(f"algo.old_logprobs = {a.old_logprobs!r}: with algo.rollout_lag = "
+                          f"{a.rollout_lag} pi_old must be the behaviour policy (sampler); a "
+                          f"recomputed pi_old would leave the lag uncorrected")
+    if a.rollout_lag > 0 and not algos.SURROGATE_USES_RATIO.get(a.surrogate, True):
+        raise ConfigError(f"algo.rollout_lag = {a.rollout_lag}: surrogate {a.surrogate!r} has no "
+                          f"importance ratio to correct stale rollouts; use 0")
     if a.kl == "none" and a.kl_coef > 0:
         raise ConfigError(f"algo.kl_coef = {a.kl_coef}: algo.kl = none (no KL term); set an "
                           f"estimator (k1, k2, k3) or kl_coef = 0")

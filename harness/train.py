@@ -16,6 +16,7 @@ import math
 import random
 import time
 import traceback
+from collections import deque
 from pathlib import Path
 
 import torch
@@ -128,9 +129,21 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         n_critic = count_params(critic) if critic is not None else 0
 
         def critic_state() -> dict:
-            return {} if critic is None else {"critic": critic.state_dict(),
-                                              "critic_optim": critic_opt.state_dict()}
+            out = {} if critic is None else {"critic": critic.state_dict(),
+                                             "critic_optim": critic_opt.state_dict()}
+            if snapshots is not None:
+                out["lag_snapshots"] = list(snapshots)
+            return out
         engine = make_engine(cfg.rollout.engine, model, tok)
+        # PipelineRL-style asynchrony, simulated in-process: rollouts come from the policy of
+        # `rollout_lag` optimizer updates ago (a second copy of the model loaded from a snapshot).
+        sample_engine, lagged, snapshots = engine, None, None
+        if cfg.algo.rollout_lag > 0:
+            lagged = load_warm_model(warm_path, device).eval().requires_grad_(False)
+            if cfg.algo.fp32_lm_head:
+                use_fp32_lm_head(lagged)
+            sample_engine = make_engine(cfg.rollout.engine, lagged, tok)
+            snapshots = deque([_cpu_state(model)], maxlen=cfg.algo.rollout_lag + 1)
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout
         updates_per_step = a.epochs * a.minibatches
@@ -147,6 +160,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             if critic is not None:
                 critic.load_state_dict(ckpt["critic"])
                 critic_opt.load_state_dict(ckpt["critic_optim"])
+            if snapshots is not None:
+                snapshots.clear()
+                snapshots.extend(ckpt["lag_snapshots"])
             opt.load_state_dict(ckpt["optim"])
             sched.load_state_dict(ckpt["sched"])
             torch.set_rng_state(ckpt["rng_torch"])
@@ -186,11 +202,13 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             last_eval = rows[-1] if rows else run_eval(state["step"])
         def sample() -> tuple:
             """One step's rollout: (every sampled row, their scores, kept row indices, rounds)."""
+            if lagged is not None:  # the policy of min(rollout_lag, updates so far) updates ago
+                lagged.load_state_dict(snapshots[0])
             def draw(n: int) -> list:
                 got, state["cursor"] = task.take("train", state["cursor"], n)
                 return got
             ro_all, _, scores_all, kept, rounds = collect_groups(
-                lambda prompts: engine.generate(prompts, max_new_tokens=r.max_new_tokens,
+                lambda prompts: sample_engine.generate(prompts, max_new_tokens=r.max_new_tokens,
                                                 temperature=r.temperature, top_p=r.top_p),
                 draw, task.score, n_groups=r.prompts_per_step, group_size=r.group_size,
                 group_filter=a.group_filter, max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
@@ -286,6 +304,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             torch.manual_seed(step_seed(cfg.run.seed, step))
 
             # ---- rollout: rounds of P prompts x G samples (group filter, DAPO refill), grouped
+            lag = len(snapshots) - 1 if snapshots is not None else 0  # updates behind the policy
             ro_all, scores_all, kept, rounds = sample()
             rewards_all = scores_all + algos.overlong_penalty(ro_all.lengths, max_len=r.max_new_tokens,
                                                               cache=a.overlong_cache)  # DAPO shaping
@@ -315,6 +334,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                                                         if cfg.optim.grad_clip > 0 else float("inf"))
                     opt.step()
                     sched.step()
+                    if snapshots is not None:
+                        snapshots.append(_cpu_state(model))
                     stats["loss"].append(st["loss"])
                     stats["grad_norm"].append(gn.item())
                     for k, v in st.items():
@@ -337,6 +358,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                    "rollout/truncated_frac": ro_all.truncated.float().mean().item(),
                    "rollout/zero_var_groups": (~informative_groups(scores_all, r.group_size)).float().mean().item(),
                    "rollout/gen_rounds": rounds, "rollout/kept_groups": n_prompts,
+                   "rollout/policy_lag": lag,
                    "loss/policy": _mean(stats["loss"]), "policy/entropy": _per_token(sums, "entropy"),
                    "policy/clip_frac": _per_token(sums, "clipped"),
                    "policy/approx_kl": _per_token(sums, "approx_kl"),
@@ -396,6 +418,11 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
 def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
+
+
+def _cpu_state(model) -> dict:
+    """A detached CPU copy of the weights (a policy version for the rollout lag)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
 def _per_token(sums: dict, key: str) -> float | None:

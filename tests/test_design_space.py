@@ -39,6 +39,10 @@ BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.lam_alpha=0.05"], "algo.lam_alpha = 0.05: only used with a critic (algo.advantage = gae), not 'group_norm'"),
     (["algo.value_pretrain_steps=5"], "algo.value_pretrain_steps = 5: only used with a critic"),
     (["algo.advantage=rloo", "algo.gamma=0.99"], "algo.gamma = 0.99: only used with a critic"),
+    (["algo.rollout_lag=2", "algo.old_logprobs=recompute"],
+     "algo.old_logprobs = 'recompute': with algo.rollout_lag = 2 pi_old must be the behaviour policy"),
+    (["algo.rollout_lag=2", "algo.surrogate=reinforce", "algo.minibatches=1"],
+     "algo.rollout_lag = 2: surrogate 'reinforce' has no importance ratio"),
     (["algo.advantage=gae", "algo.lam_alpha=0.05", "algo.lam_policy=0.9"],
      "algo.lam_policy = 0.9: unused when algo.lam_alpha = 0.05"),
     (["algo.overlong_cache=48"], "algo.overlong_cache = 48: must be < rollout.max_new_tokens (48)"),
@@ -359,14 +363,17 @@ GAE = ["algo.advantage=gae", "algo.lam_critic=1.0", "algo.lam_alpha=0.05", "algo
        "algo.pos_nll_coef=0.1", "algo.aggregation=token_mean"]
 
 
-def test_gae_with_value_pretraining_resumes_exactly(tiny_overrides, tmp_path, monkeypatch, parity_reward):
+LAG = ["algo.rollout_lag=3", "algo.preset=cispo"]
+
+
+@pytest.mark.parametrize("extra", [GAE, LAG], ids=["gae", "rollout_lag"])
+def test_stateful_choices_resume_exactly(tiny_overrides, tmp_path, monkeypatch, parity_reward, extra):
     """Killed after step 3 was logged (checkpoint at 2), the resumed run replays 3 and 4 exactly:
-    the critic, its optimizer and the value-pretraining progress are all in the checkpoint."""
+    the critic, its optimizer, the value-pretraining progress and the lagged policy versions are
+    all in the checkpoint."""
     from harness import train as train_mod
-    common = tiny_overrides + GAE + ["train.steps=4", "train.checkpoint_every=2"]
+    common = tiny_overrides + extra + ["train.steps=4", "train.checkpoint_every=2"]
     want, _ = _train_rows(common + [f"run.results_dir={tmp_path / 'ref'}"])
-    assert want[0]["value/pretrain_loss_first"] > want[0]["value/pretrain_loss_last"] > 0
-    assert all(r["loss/value"] > 0 and r["value/explained_var"] is not None for r in want)
 
     class Killed(Exception):
         pass
@@ -385,6 +392,13 @@ def test_gae_with_value_pretraining_resumes_exactly(tiny_overrides, tmp_path, mo
     got, _ = _train_rows(cut)
     keep = lambda rs: [{k: v for k, v in r.items() if not k.startswith(("perf/", "compute/wall_s"))} for r in rs]
     assert keep(got) == keep(want)
+    if extra is GAE:
+        assert want[0]["value/pretrain_loss_first"] > want[0]["value/pretrain_loss_last"] > 0
+        assert all(r["loss/value"] > 0 and r["value/explained_var"] is not None for r in want)
+    else:  # 2 updates per step: the sampler is 0, 2, 3, 3 updates behind
+        assert [r["rollout/policy_lag"] for r in want] == [0, 2, 3, 3]
+        drift = [r["policy/log_ratio_abs_mean"] for r in want]
+        assert drift[1] > drift[0] and drift[3] > drift[0]   # stale rollouts: larger ratios
 
 
 # ---- presets ------------------------------------------------------------------------------------
