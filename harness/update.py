@@ -70,7 +70,8 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         token_loss = out.loss
         if kl_fn is not None:
             kl = kl_fn(logp, mb.logp_ref)
-            token_loss = token_loss + kl_coef_loss * kl
+            if kl_coef_loss > 0:  # in the reward, the estimate is only logged here
+                token_loss = token_loss + kl_coef_loss * kl
             st["kl_ref"] += (kl.detach() * m).sum().item()
         loss = (token_loss * w[j]).sum()
         if w_pos is not None:
