@@ -127,13 +127,6 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=0.0,
                                            betas=(cfg.optim.beta1, cfg.optim.beta2))
         n_critic = count_params(critic) if critic is not None else 0
-
-        def critic_state() -> dict:
-            out = {} if critic is None else {"critic": critic.state_dict(),
-                                             "critic_optim": critic_opt.state_dict()}
-            if snapshots is not None:
-                out["lag_snapshots"] = list(snapshots)
-            return out
         engine = make_engine(cfg.rollout.engine, model, tok)
         # PipelineRL-style asynchrony, simulated in-process: rollouts come from the policy of
         # `rollout_lag` optimizer updates ago (a second copy of the model loaded from a snapshot).
@@ -144,6 +137,14 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 use_fp32_lm_head(lagged)
             sample_engine = make_engine(cfg.rollout.engine, lagged, tok)
             snapshots = deque([_cpu_state(model)], maxlen=cfg.algo.rollout_lag + 1)
+
+        def extra_state() -> dict:
+            """Checkpointed besides the policy: the critic and its optimizer, the lagged versions."""
+            out = {} if critic is None else {"critic": critic.state_dict(),
+                                             "critic_optim": critic_opt.state_dict()}
+            if snapshots is not None:
+                out["lag_snapshots"] = list(snapshots)
+            return out
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout
         updates_per_step = a.epochs * a.minibatches
@@ -196,7 +197,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
         if ckpt is None:
             last_eval = run_eval(0)  # the warm start: R0 of every curve
-            _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
+            _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
         else:
             rows = [x for x in metrics.read() if x.get("kind") == "eval"]
             last_eval = rows[-1] if rows else run_eval(state["step"])
@@ -291,7 +292,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 pretrain_losses.append(_mean(losses))
             state["value_pretrained"] = state.get("value_pretrained", 0) + 1
             if state["value_pretrained"] == a.value_pretrain_steps:
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
 
         _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
         bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
@@ -385,7 +386,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 if wall_up and last_eval["step"] != step:
                     last_eval = run_eval(step)
                 state["wall_s"] = wall0 + time.time() - t_start
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, critic_state())
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
                 summary.update(step=step, status="running")
                 write_json(summary_path, summary)
             bar.update(1)
@@ -433,7 +434,7 @@ def _per_token(sums: dict, key: str) -> float | None:
 # ------------------------------------------------------------------------------------ checkpoints
 def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict, extra: dict | None = None) -> None:
     """last.pt is written atomically; the previous one is kept as prev.pt (a fallback if last.pt is
-    ever unreadable). `extra`: more state dicts (the critic and its optimizer)."""
+    ever unreadable). `extra`: more state to keep (the critic, its optimizer, lagged policies)."""
     obj = {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
            "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state),
            **(extra or {})}
