@@ -73,7 +73,7 @@ class ModelCfg:
 @dataclass
 class TaskCfg:
     name: Literal["chain_sum"] = F("chain_sum", "procedural task (reasoning-gym generator)")
-    n_terms: int = F(3, "operands per chain", lo=2, hi=8)
+    n_terms: int = F(2, "operands per chain", lo=2, hi=8)
     min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
     max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
     cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
