@@ -38,11 +38,13 @@ from pathlib import Path
 from typing import Callable
 
 import submitit
+import yaml
 
 from .io import write_json
 from .status import (SUBMIT_STATES, NotASweepDir, RunState, append_jsonl, read_json, run_states,
                      runs_of_dir, status_report, sweep_dir)
-from .sweep import Run, Spec
+from .registry import suggest
+from .sweep import Run, Spec, SpecError, norm_value
 
 VERSIONED = ("rlablate", "torch", "transformers", "tokenizers", "reasoning-gym", "submitit", "pyyaml",
              "numpy")
@@ -120,7 +122,6 @@ def environment() -> dict:
 def record_launch(spec: Spec, runs: list[Run], executor: str, submitted: list[str],
                   skipped: dict[str, str]) -> Path:
     """Write <sweep>/sweep.json (spec, runs, and one entry per launch) and <sweep>/spec.yaml."""
-    import yaml
     sdir = sweep_dir(runs)
     sdir.mkdir(parents=True, exist_ok=True)
     path = sdir / "sweep.json"
@@ -163,21 +164,26 @@ def _job(r: Run) -> RunJob:
     return RunJob(r.cfg.to_dict(), r.run_id)
 
 
-def plan(runs: list[Run]) -> tuple[dict[str, RunState], list[Run], dict[str, str]]:
-    """What a launch would do: (states, runs to submit, skipped run_id -> why)."""
+def plan(runs: list[Run], selected: set[str] | None = None
+         ) -> tuple[dict[str, RunState], list[Run], dict[str, str]]:
+    """What a launch would do: (states, runs to submit, skipped run_id -> why). `selected` (run ids,
+    from --only) limits what is submitted; the others are skipped as 'not selected'."""
     states = run_states(sweep_dir(runs), [r.run_id for r in runs])
-    todo = [r for r in runs if states[r.run_id].state in SUBMIT_STATES]
+    todo = [r for r in runs if states[r.run_id].state in SUBMIT_STATES
+            and (selected is None or r.run_id in selected)]
     skipped = {}
     for r in runs:
         st = states[r.run_id]
-        if st.state not in SUBMIT_STATES:
+        if st.state in SUBMIT_STATES and selected is not None and r.run_id not in selected:
+            skipped[r.run_id] = "not selected"
+        elif st.state not in SUBMIT_STATES:
             skipped[r.run_id] = st.state + (f" (job {st.job_id})" if st.state in ("queued", "running")
                                             and st.job_id else "")
     return states, todo, skipped
 
 
 def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: bool = False,
-           out: Callable[[str], None] = print) -> dict:
+           out: Callable[[str], None] = print, selected: set[str] | None = None) -> dict:
     """Submit the runs that need it. local and debug wait for their runs; slurm returns once the
     arrays are queued unless `wait`. Returns {"submitted": [...], "skipped": {...}, "jobs": {...},
     "results": {run_id: status}}."""
@@ -185,7 +191,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
         raise LaunchError("--executor slurm: no `sbatch` on this machine (start a cluster with "
                           "scripts/slurm_up.sh, or use --executor local)")
     with _launch_lock(sweep_dir(runs)):
-        return _launch_locked(spec, runs, executor, parallel, wait, out)
+        return _launch_locked(spec, runs, executor, parallel, wait, out, selected)
 
 
 @contextlib.contextmanager
@@ -207,9 +213,9 @@ def _launch_lock(sdir: Path):
 
 
 def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wait: bool,
-                   out: Callable[[str], None]) -> dict:
+                   out: Callable[[str], None], selected: set[str] | None) -> dict:
     sdir = sweep_dir(runs)
-    states, todo, skipped = plan(runs)
+    states, todo, skipped = plan(runs, selected)
     record_launch(spec, runs, executor, [r.run_id for r in todo], skipped)
     out(f"sweep {spec.name}: {summarize(runs)}; submitting {len(todo)}, skipping {len(skipped)} "
         f"({_count(skipped.values())})  [{sdir}]")
@@ -293,7 +299,7 @@ def _outcome(job, out: Callable[[str], None]) -> str:
 def _count(values) -> str:
     counts: dict[str, int] = {}
     for v in values:
-        k = v.split(" ")[0]
+        k = v.split(" (")[0]  # "queued (job 12_3)" -> queued
         counts[k] = counts.get(k, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items()) or "none"
 
@@ -318,6 +324,30 @@ def table(runs: list[Run], spec: Spec, extra: dict[str, list[str]] | None = None
               for j, h in enumerate(header)]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
     return "\n".join(fmt.format(*row).rstrip() for row in [header] + rows)
+
+
+def select(spec: Spec, runs: list[Run], only: list[str]) -> list[Run]:
+    """The runs matching every `KEY=V1,V2` of `only` (--only): KEY must be swept and each value must
+    match some run, so a typo selects nothing silently."""
+    keep = list(runs)
+    swept = spec.swept_keys
+    for item in only:
+        key, eq, raw = item.partition("=")
+        if not eq or not raw:
+            raise SpecError(f"--only {item!r}: expected KEY=VALUE[,VALUE...], e.g. algo.preset=grpo")
+        if key not in swept:
+            raise SpecError(f"--only {item!r}: {key} is not swept; swept keys are "
+                            f"{', '.join(swept) or 'none'}" + suggest(key, swept))
+        wanted = [norm_value(yaml.safe_load(v)) for v in raw.split(",")]
+        have = sorted({str(r.point[key]) for r in runs})
+        for v, text in zip(wanted, raw.split(",")):
+            if not any(norm_value(r.point[key]) == v for r in runs):
+                raise SpecError(f"--only {item!r}: no run has {key} = {text}; values are "
+                                f"{', '.join(have)}" + suggest(text, have))
+        keep = [r for r in keep if norm_value(r.point[key]) in wanted]
+    if not keep:
+        raise SpecError(f"--only {' '.join(only)}: no run matches all of these")
+    return keep
 
 
 # ------------------------------------------------------------------------------------------------
@@ -348,6 +378,10 @@ def add_parsers(sub) -> None:
     s.add_argument("--parallel", type=int, default=0,
                    help="local executor: runs at once (default: the spec's local.parallel, else "
                         "one per CPU core)")
+    s.add_argument("--only", action="append", default=[], metavar="KEY=V[,V...]",
+                   help="submit only the runs whose swept KEY has one of these values (repeatable; "
+                        "all must hold), e.g. --only algo.preset=grpo,dapo; the sweep still records "
+                        "every run")
     s.add_argument("--wait", action="store_true",
                    help="slurm executor: wait for the jobs and report each run's outcome")
     t = sub.add_parser("status", help="counts and per-run progress of a sweep", formatter_class=fmt,
@@ -363,7 +397,7 @@ def add_parsers(sub) -> None:
 def run_cli(args, exit_usage: int = 2, exit_failed: int = 1) -> int:
     """`rlablate sweep` / `rlablate status`. Exit 2 for a bad spec (nothing written or submitted),
     1 when a waited-for run failed, else 0."""
-    from .sweep import SpecError, expand, load_spec
+    from .sweep import expand, load_spec
 
     def load(path: str, overrides: list[str]):
         spec = load_spec(path, overrides)
@@ -386,15 +420,16 @@ def run_cli(args, exit_usage: int = 2, exit_failed: int = 1) -> int:
         executor = args.executor or spec.executor
         if args.parallel < 0:
             raise SpecError(f"--parallel = {args.parallel}: must be >= 0")
+        selected = {r.run_id for r in select(spec, runs, args.only)} if args.only else None
         if args.dry_run:
-            states, todo, skipped = plan(runs)
+            states, todo, skipped = plan(runs, selected)
             go = {r.run_id for r in todo}
             print(table(runs, spec, {"state": [states[r.run_id].state for r in runs],
                                      "action": ["submit" if r.run_id in go else "skip" for r in runs]}))
             print(f"{summarize(runs)}; {executor} executor would submit {len(todo)}, skip "
                   f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
             return 0
-        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait)
+        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait, selected=selected)
     except (SpecError, LaunchError, NotASweepDir) as e:
         print(f"rlablate: {'spec' if isinstance(e, SpecError) else 'launch'} error: {e}",
               file=sys.stderr)

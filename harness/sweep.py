@@ -280,7 +280,7 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
             if k not in swept:
                 raise err(f"{where}.{k}: not a swept key; swept keys are {', '.join(sorted(swept)) or 'none'}"
                           + suggest(str(k), sorted(swept)))
-        exclude.append({k: [_norm(x) for x in (v if isinstance(v, list) else [v])] for k, v in rule.items()})
+        exclude.append({k: [norm_value(x) for x in (v if isinstance(v, list) else [v])] for k, v in rule.items()})
 
     # ---- executor and resources
     executor = raw.get("executor", "local")
@@ -382,7 +382,7 @@ def _resource_block(d: Any, where: str, schema: dict[str, ResourceKey], err) -> 
     return out
 
 
-def _norm(v: Any) -> Any:
+def norm_value(v: Any) -> Any:
     """Compare values as the config reads them: '3e-4' (YAML reads it as a string) == 0.0003."""
     if isinstance(v, str):
         try:
@@ -431,7 +431,7 @@ def expand(spec: Spec) -> list[Run]:
         for combo in itertools.product(*(a.values for a in spec.axes)):
             point = {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
             hit = [i for i, rule in enumerate(spec.exclude)
-                   if all(_norm(point[k]) in vals for k, vals in rule.items())]
+                   if all(norm_value(point[k]) in vals for k, vals in rule.items())]
             for i in hit:
                 used[i] += 1
             if hit:

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TINY
 from harness.cli import main
-from harness.status import run_states, slurm_job_states
+from harness.status import run_states, slurm_job_states, status_report
 from harness.sweep import expand, load_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
@@ -79,15 +79,16 @@ def squeue_state(job_id: str) -> str | None:
 
 
 def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_path, cache_dir, capsys):
-    """sweeps/demo.yaml (6 runs) with tiny overrides, --executor slurm --wait."""
+    """sweeps/demo.yaml, its grpo runs (2 scales x 2 seeds) with tiny overrides, --executor slurm."""
     spec_path = str(ROOT / "sweeps" / "demo.yaml")
-    over = tiny_overrides(tmp_path, cache_dir, swept={"model.scale"})
+    over = tiny_overrides(tmp_path, cache_dir, swept={"model.scale"}) + ["--only", "algo.preset=grpo"]
     t0 = time.time()
     assert main(["sweep", spec_path, "--executor", "slurm", "--wait", *over]) == 0
     dt = time.time() - t0
     out = capsys.readouterr().out
-    runs = expand(load_spec(spec_path, over))
-    n = len(runs)
+    every = expand(load_spec(spec_path, over[:-2]))
+    runs = [r for r in every if r.cfg.algo.preset == "grpo"]
+    n, rest = len(runs), len(every) - len(runs)
     assert n >= 4 and "job array" in out and f"{n} of {n} submitted runs finished" in out, out
     sdir = runs[0].cfg.run_dir().parent
     jobs = [json.loads(x) for x in (sdir / "jobs.jsonl").read_text().splitlines()]
@@ -99,11 +100,16 @@ def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_pat
     print(f"\n[timing] {n}-run job array: submit to all finished {dt:.1f} s")
     # re-run: every run is finished, nothing is submitted
     assert main(["sweep", spec_path, "--executor", "slurm", *over]) == 0
-    assert f"submitting 0, skipping {n} ({n} finished)" in capsys.readouterr().out
-    assert len((sdir / "jobs.jsonl").read_text().splitlines()) == n
-    assert main(["status", spec_path, *over]) == 0
     out = capsys.readouterr().out
-    assert f"{n} runs: 0 pending, 0 running, 0 failed, {n} finished" in out and "COMPLETED" in out
+    assert f"submitting 0, skipping {n + rest} ({rest} not selected, {n} finished)" in out or \
+        f"submitting 0, skipping {n + rest} ({n} finished, {rest} not selected)" in out, out
+    assert len((sdir / "jobs.jsonl").read_text().splitlines()) == n
+    assert main(["status", str(sdir)]) == 0
+    out = capsys.readouterr().out
+    assert f"{n + rest} runs: {rest} pending, 0 running, 0 failed, {n} finished" in out, out
+    # the scheduler's record settles a moment after the result file exists (COMPLETING, then sacct)
+    ids = [r.run_id for r in every]
+    wait_until(lambda: status_report(sdir, ids)[0].count("COMPLETED") == n, 60, "sacct COMPLETED")
 
 
 def release(job_id: str) -> None:
