@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -68,11 +69,13 @@ def plot_curves(fits: list[GroupFit], eval_set: str, path: Path, title: str = ""
             ax.plot(mean["compute"], mean["pass_rate"], "o", color=col, ms=4, label=label)
             ax.axhline(g.curve.R0, color=col, ls=":", lw=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
         ax.set_xlabel("training compute (FLOPs, log scale)")
         ax.set_ylabel(f"pass@1 on {eval_set}")
         ax.set_title(f"scale {scale}" if scale != "all" else "all runs")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title or f"Pass rate vs compute with ScaleRL fits ({eval_set}); "
                  "dotted lines: R0 (step 0)", fontsize=10)
     return _save(fig, path)
@@ -102,11 +105,13 @@ def plot_extrapolation(fits: list[GroupFit], eval_set: str, fraction: float,
             ax.plot(c, part.predict(c), "--", color=col, lw=1.5, label=f"{g.variant}")
             ax.axvline(cut, color="grey", ls=":", lw=0.8)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
         ax.set_xlabel("training compute (FLOPs, log scale)")
         ax.set_ylabel(f"pass@1 on {eval_set}")
         ax.set_title(f"scale {scale}: fit on first {fraction:.0%} (o), predict the rest (x)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
 
 
