@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 .PHONY: setup test demo lint clean-results help
 
 help:
-	@echo "make demo   set up, then train the embedded default (CPU, tiny model) and print where results are"
+	@echo "make demo   set up, then train the embedded default (CPU, tiny model), fit its curve, print where the report is"
 	@echo "make test   set up, then run the test suite"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
 
@@ -26,8 +26,10 @@ test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 demo: setup
-	$(VENV)/bin/rlablate train configs/default.yaml run.sweep=demo-default
-	@echo "results: results/demo-default/  (metrics.jsonl, summary.json, tb/ for TensorBoard)"
+	@start=$$(date +%s); \
+	$(VENV)/bin/rlablate train configs/default.yaml run.sweep=demo-default && \
+	$(VENV)/bin/rlablate analyze results/demo-default && \
+	echo "demo took $$(( $$(date +%s) - start )) s; run dir: results/demo-default/ (tensorboard --logdir results/), report: results/demo-default/analysis/report.md"
 
 lint:
 	$(PY) -m pyflakes harness analysis tests || true
