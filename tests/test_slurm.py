@@ -139,7 +139,7 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
     spec = tmp_path / "rq.yaml"
     spec.write_text("name: rq\nbase: grpo\nseeds: [0]\n")
     over = tiny_overrides(tmp_path, cache_dir) + [
-        "train.steps=100", "eval.every=25", "rollout.max_new_tokens=12"]
+        "train.steps=140", "eval.every=35", "rollout.max_new_tokens=12"]
     assert main(["sweep", str(spec), "--executor", "slurm", *over]) == 0
     (run,) = expand(load_spec(spec, over))
     rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
@@ -183,9 +183,9 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
     assert len(attempts) == 4 and attempts[3]["job_id"] != job_id
     assert attempts[3]["resume_from_step"] > resumed_from
     summary = json.loads((rdir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["step"] == 100
-    assert steps(rdir, "train") == list(range(1, 101))      # none lost, none duplicated
-    assert steps(rdir, "eval") == [0, 25, 50, 75, 100]
+    assert summary["status"] == "finished" and summary["step"] == 140
+    assert steps(rdir, "train") == list(range(1, 141))      # none lost, none duplicated
+    assert steps(rdir, "eval") == [0, 35, 70, 105, 140]
     items = [json.loads(x)["step"] for x in (rdir / "eval_items.jsonl").read_text().splitlines()]
     assert items == sorted(items) and len(items) == 2 * 5
     print(f"\n[timing] submit -> first attempt {t_started - t_submit:.1f} s; resumed from steps "
