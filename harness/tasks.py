@@ -114,8 +114,9 @@ class ChainSumTask:
         return float(self._dataset("train").score_answer(ans, item.entry) >= 1.0)
 
     def corpus(self, n: int = 2000) -> list[str]:
-        """Text the local tokenizer is trained on: prompts and references of every split."""
-        texts = []
+        """Text the local tokenizer is trained on: prompts and references of every split, plus the
+        task's whole alphabet (a 2-operand chain never shows the ',' that longer chains use)."""
+        texts = ["0123456789+-=,."]
         for split in ("train", "held_out"):
             for it in self.take(split, 0, n // 2)[0]:
                 texts.append(it.prompt + it.reference)

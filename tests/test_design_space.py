@@ -180,7 +180,8 @@ def test_reference_model_is_loaded_only_when_kl_is_on(tiny_overrides, monkeypatc
     calls = []
     real = train_mod.load_warm_model
     monkeypatch.setattr(train_mod, "load_warm_model", lambda *a, **k: calls.append(1) or real(*a, **k))
-    rows, _ = _train_rows(tiny_overrides + ["train.steps=2"] + kl)
+    # one minibatch per step: step 1's only update is computed at the reference policy itself
+    rows, _ = _train_rows(tiny_overrides + ["train.steps=2", "algo.minibatches=1"] + kl)
     assert len(calls) == n_loads
     kls = [r["loss/kl"] for r in rows]
     if n_loads == 1:
