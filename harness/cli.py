@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("config", nargs="?", help="YAML config file")
     c.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
 
+    sub.add_parser("presets", help="list the algorithm presets with their axis values",
+                   description="One row per preset (harness/presets/<name>.yaml): the value it picks "
+                   "on every design-choice axis; '.' = the axis default. Use one with "
+                   "`rlablate train preset=NAME` (shorthand for algo.preset=NAME).")
     sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
                    description="Every registered value of every axis, with the first line of its "
                    "docstring (formula and paper), and the shipped presets.")
@@ -122,6 +126,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rlablate: {summary.get('error')}", file=sys.stderr)
             return EXIT_DIVERGED
         return EXIT_OK if status == "finished" else EXIT_FAILED
+    if args.cmd == "presets":
+        from .config import AlgoCfg, list_presets, load_preset
+        axes = ["advantage", "ratio", "surrogate", "aggregation", "clip_low", "clip_high", "kl",
+                "group_filter", "overlong_cache"]
+        axes = [a for a in axes if hasattr(AlgoCfg, a) or a in AlgoCfg.__dataclass_fields__]
+        table = [["preset"] + axes]
+        for name in list_presets():
+            p = load_preset(name)
+            table.append([name] + [str(p[a]) if a in p else "." for a in axes])
+        widths = [max(len(r[i]) for r in table) for i in range(len(axes) + 1)]
+        for row in table:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        return EXIT_OK
     if args.cmd == "choices":
         from . import algos
         from .config import list_presets, load_preset

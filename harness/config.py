@@ -400,6 +400,13 @@ def build_config(data: dict | None = None) -> Config:
     data = data or {}
     if not isinstance(data, dict):
         raise ConfigError(f"config = {data!r}: expected a mapping of config keys")
+    if "preset" in data:  # shorthand: `preset: dapo` / `preset=dapo` is `algo.preset`
+        algo = data.get("algo", {})
+        if isinstance(algo, dict) and "preset" in algo:
+            raise ConfigError(f"preset = {data['preset']!r}: also given as algo.preset = "
+                              f"{algo['preset']!r}; set one of them")
+        data = {**data, "algo": {**(algo if isinstance(algo, dict) else {}), "preset": data["preset"]}}
+        del data["preset"]
     algo = data.get("algo", {})
     if not isinstance(algo, dict):
         raise ConfigError(f"algo = {algo!r}: expected a mapping of keys")
