@@ -35,8 +35,8 @@ demo: setup
 	$(VENV)/bin/rlablate analyze results/demo-default && \
 	echo "demo took $$(( $$(date +%s) - start )) s; run dir: results/demo-default/ (tensorboard --logdir results/), report: results/demo-default/analysis/report.md"
 
-lint:
-	$(PY) -m pyflakes harness analysis tests || true
+lint: setup
+	$(VENV)/bin/ruff check .
 
 clean-results:
 	rm -rf results/*

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.config import (ConfigError, Config, build_config, config_from_dict, dump_yaml,
+from harness.config import (ConfigError, config_from_dict, dump_yaml,
                             list_presets, load_config, load_preset, parse_overrides)
 
 BAD = [  # (overrides, substring the one-line message must contain)

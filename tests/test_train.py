@@ -4,7 +4,6 @@ identical results, divergence handling, and never overwriting a finished run."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
