@@ -2,6 +2,7 @@
 
     rlablate train CONFIG.yaml [key=value ...]     run (or resume) one training run
     rlablate config CONFIG.yaml [key=value ...]    print the resolved config, write nothing
+    rlablate presets                               the algorithm presets x their axis values
     rlablate choices                               list every design-choice axis and its values
     rlablate analyze RESULTS_DIR                   fit curves, write the report
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
