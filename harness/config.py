@@ -14,6 +14,7 @@ of what ran.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -250,6 +251,12 @@ def _slug(s: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # Strict loading
 # ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict:
+    """Evaluated annotations of a config dataclass (string annotations: evaluated once)."""
+    return typing.get_type_hints(cls)
+
+
 def _is_section(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
@@ -313,7 +320,7 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
     """Set fields of dataclass `obj` from the nested dict `data`, strictly."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} = {data!r}: expected a mapping of keys")
-    hints = typing.get_type_hints(type(obj))
+    hints = _type_hints(type(obj))
     fields = {f.name: f for f in dataclasses.fields(obj)}
     for key, value in data.items():
         full = f"{prefix}{key}"
@@ -370,10 +377,11 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def _deep_merge(a: dict, b: dict) -> dict:
+def deep_merge(a: dict, b: dict) -> dict:
+    """`b` over `a`, recursively for nested mappings (neither input is modified)."""
     out = dict(a)
     for k, v in b.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -382,7 +390,13 @@ def list_presets() -> list[str]:
 
 
 def load_preset(name: str) -> dict:
-    """A preset is data: a YAML mapping of `algo` keys (and nothing else)."""
+    """A preset is data: a YAML mapping of `algo` keys (and nothing else). Read once per process
+    (sweeps resolve thousands of configs); callers get their own copy."""
+    return dict(_load_preset_cached(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _load_preset_cached(name: str) -> dict:
     if name == "none":
         return {}
     if name not in list_presets():
@@ -431,7 +445,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """The one entry point: YAML file (optional) plus dotted CLI overrides -> a valid Config."""
     data = _read_yaml(Path(path)) if path else {}
     if overrides:
-        data = _deep_merge(data, parse_overrides(overrides))
+        data = deep_merge(data, parse_overrides(overrides))
     return build_config(data)
 
 
@@ -590,7 +604,7 @@ def describe_fields(cls: type = Config, prefix: str = "") -> list[tuple[str, str
     """(dotted key, default, help) for every field: the text of `rlablate train --help`."""
     rows = []
     inst = cls()
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     for f in dataclasses.fields(cls):
         if _is_section(hints[f.name]):
             rows += describe_fields(hints[f.name], f"{prefix}{f.name}.")

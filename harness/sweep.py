@@ -31,22 +31,18 @@ with the run's swept values named.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import hashlib
 import itertools
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import config as _config
-from .config import Config, ConfigError, build_config, describe_fields, list_presets, parse_overrides
+from .config import Config, ConfigError, build_config, deep_merge, describe_fields, list_presets, parse_overrides
 from .registry import suggest
 
 
@@ -408,13 +404,6 @@ def _nest(dotted: dict[str, Any]) -> dict:
     return out
 
 
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def expand(spec: Spec) -> list[Run]:
     """The runs of a spec, in a fixed order (grid keys as written, then zip groups, then seeds, the
     last varying fastest). Pure: same spec -> same runs, same run_ids. Raises `SpecError` naming the
@@ -422,37 +411,36 @@ def expand(spec: Spec) -> list[Run]:
     an exclude rule matches nothing (a typo there would otherwise silently exclude nothing)."""
     fixed_cfg = {k: v for k, v in spec.fixed.items() if not k.startswith(("slurm.", "label."))}
     fixed_res = {k[6:]: v for k, v in spec.fixed.items() if k.startswith("slurm.")}
-    common = _merge(copy.deepcopy(spec.base), _nest(fixed_cfg))
-    common = _merge(common, {"run": {"sweep": spec.name}})
+    common = deep_merge(copy.deepcopy(spec.base), _nest(fixed_cfg))
+    common = deep_merge(common, {"run": {"sweep": spec.name}})
     used = [0] * len(spec.exclude)
     runs: list[Run] = []
     by_id: dict[str, Run] = {}
-    with _memoized_config_build():
-        for combo in itertools.product(*(a.values for a in spec.axes)):
-            point = {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
-            hit = [i for i, rule in enumerate(spec.exclude)
-                   if all(norm_value(point[k]) in vals for k, vals in rule.items())]
-            for i in hit:
-                used[i] += 1
-            if hit:
-                continue
-            cfg_part = {k: v for k, v in point.items() if not k.startswith(("slurm.", "label."))}
-            if spec.run_name:
-                cfg_part["run.name"] = _render(spec.run_name, {**spec.fixed, **point})
-            res = {**spec.slurm, **fixed_res,
-                   **{k[6:]: v for k, v in point.items() if k.startswith("slurm.")}}
-            label = ", ".join(f"{k}={v}" for k, v in point.items()) or "the base config"
-            try:
-                cfg = build_config(_merge(common, _nest(cfg_part)))
-            except ConfigError as e:
-                raise SpecError(f"{spec.source}: run {len(runs)} ({label}): {e}") from None
-            run = Run(len(runs), point, cfg, res)
-            if run.run_id in by_id:
-                raise SpecError(f"{spec.source}: runs {by_id[run.run_id].index} "
-                                f"({by_id[run.run_id].label()}) and {run.index} ({label}) resolve "
-                                f"to the same config (run_id {run.run_id})")
-            by_id[run.run_id] = run
-            runs.append(run)
+    for combo in itertools.product(*(a.values for a in spec.axes)):
+        point = {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+        hit = [i for i, rule in enumerate(spec.exclude)
+               if all(norm_value(point[k]) in vals for k, vals in rule.items())]
+        for i in hit:
+            used[i] += 1
+        if hit:
+            continue
+        cfg_part = {k: v for k, v in point.items() if not k.startswith(("slurm.", "label."))}
+        if spec.run_name:
+            cfg_part["run.name"] = _render(spec.run_name, {**spec.fixed, **point})
+        res = {**spec.slurm, **fixed_res,
+               **{k[6:]: v for k, v in point.items() if k.startswith("slurm.")}}
+        label = ", ".join(f"{k}={v}" for k, v in point.items()) or "the base config"
+        try:
+            cfg = build_config(deep_merge(common, _nest(cfg_part)))
+        except ConfigError as e:
+            raise SpecError(f"{spec.source}: run {len(runs)} ({label}): {e}") from None
+        run = Run(len(runs), point, cfg, res)
+        if run.run_id in by_id:
+            raise SpecError(f"{spec.source}: runs {by_id[run.run_id].index} "
+                            f"({by_id[run.run_id].label()}) and {run.index} ({label}) resolve "
+                            f"to the same config (run_id {run.run_id})")
+        by_id[run.run_id] = run
+        runs.append(run)
     for i, n in enumerate(used):
         if n == 0:
             raise SpecError(f"{spec.source}: exclude[{i}] = {spec.raw['exclude'][i]!r} matches no run "
@@ -468,28 +456,3 @@ def _render(template: str, values: dict[str, Any]) -> str:
         v = values[m.group(1)]
         return str(v).rstrip("/").rsplit("/", 1)[-1] if isinstance(v, str) else str(v)
     return re.sub(r"\{([^{}]*)\}", sub, template)
-
-
-@contextlib.contextmanager
-def _memoized_config_build():
-    """`build_config` re-reads the preset YAML and re-evaluates the config dataclasses' string
-    annotations on every call (~2-3 ms); over 1,000 runs that alone would take seconds. Within one
-    expansion neither can change, so memoize both for its duration, and restore the module after.
-    This is a shim: once `harness.config` caches `load_preset` and its type hints itself, delete
-    it. The validation performed is unchanged (every run still goes through `build_config`)."""
-    orig_preset, orig_typing = _config.load_preset, _config.typing
-    presets: dict[str, dict] = {}
-
-    def load_preset(name: str) -> dict:
-        if name not in presets:
-            presets[name] = orig_preset(name)
-        return copy.deepcopy(presets[name])
-
-    cached = types.ModuleType("typing")
-    cached.__dict__.update(typing.__dict__)
-    cached.get_type_hints = functools.lru_cache(maxsize=None)(typing.get_type_hints)
-    _config.load_preset, _config.typing = load_preset, cached
-    try:
-        yield
-    finally:
-        _config.load_preset, _config.typing = orig_preset, orig_typing
