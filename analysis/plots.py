@@ -46,6 +46,18 @@ def _panels(n: int, width: float = 5.2, height: float = 4.0):
     return fig, axes[0]
 
 
+def _style_compute_axes(ax, eval_set: str, title: str) -> None:
+    """Log-compute x axis, pass-rate y axis, grid, and a legend when something is labelled."""
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
+    ax.set_xlabel("training compute (FLOPs, log scale)")
+    ax.set_ylabel(f"pass@1 on {eval_set}")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
+
+
 def plot_curves(fits: list[GroupFit], eval_set: str, path: Path, title: str = "") -> Path:
     """Curves and fits of every group on ``eval_set``, one panel per scale."""
     groups = [g for g in fits if g.level == "group" and g.eval_set == eval_set and g.curve.runs]
@@ -68,14 +80,7 @@ def plot_curves(fits: list[GroupFit], eval_set: str, path: Path, title: str = ""
                 label += "  (no fit)"
             ax.plot(mean["compute"], mean["pass_rate"], "o", color=col, ms=4, label=label)
             ax.axhline(g.curve.R0, color=col, ls=":", lw=0.8)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
-        ax.set_xlabel("training compute (FLOPs, log scale)")
-        ax.set_ylabel(f"pass@1 on {eval_set}")
-        ax.set_title(f"scale {scale}" if scale != "all" else "all runs")
-        ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower right")
+        _style_compute_axes(ax, eval_set, f"scale {scale}" if scale != "all" else "all runs")
     fig.suptitle(title or f"Pass rate vs compute with ScaleRL fits ({eval_set}); "
                  "dotted lines: R0 (step 0)", fontsize=10)
     return _save(fig, path)
@@ -104,14 +109,8 @@ def plot_extrapolation(fits: list[GroupFit], eval_set: str, fraction: float,
             c = np.geomspace(mean["compute"].min() / 2, mean["compute"].max() * 1.5, 200)
             ax.plot(c, part.predict(c), "--", color=col, lw=1.5, label=f"{g.variant}")
             ax.axvline(cut, color="grey", ls=":", lw=0.8)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
-        ax.set_xlabel("training compute (FLOPs, log scale)")
-        ax.set_ylabel(f"pass@1 on {eval_set}")
-        ax.set_title(f"scale {scale}: fit on first {fraction:.0%} (o), predict the rest (x)")
-        ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower right")
+        _style_compute_axes(ax, eval_set,
+                            f"scale {scale}: fit on first {fraction:.0%} (o), predict the rest (x)")
     return _save(fig, path)
 
 
