@@ -81,9 +81,14 @@ class TaskCfg:
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
         "pretrained ones; auto picks by model.scale")
-    held_out: Literal["first_two_ge_50", "more_terms"] = F(
-        "first_two_ge_50", "the shifted distribution: first_two_ge_50 = items whose first two "
-        "operands are both >= 50 (never seen in training); more_terms = one more operand")
+    held_out: Literal["first_two_ge_50", "first_ends_in_7", "more_terms"] = F(
+        "first_ends_in_7", "the shifted distribution: first_two_ge_50 = items whose first two "
+        "operands are both >= 50; first_ends_in_7 = items whose first operand ends in 7 (7, 17, ..., 97: "
+        "the same digit-count mix as training; both never seen in training); more_terms = one more operand")
+    held_out_in_warmup: bool = F(
+        False, "the supervised warm start (our stand-in for pre-training) also sees the held-out "
+        "distribution; RL and the in-dist eval never do. This is OXRL's setting: the base model "
+        "already knows the held-out domain (MATH) and RL trains on another (GSM8K)")
 
 
 @dataclass
@@ -228,7 +233,11 @@ class Config:
         return dataclasses.asdict(self)
 
     def run_name(self) -> str:
-        return self.run.name or f"{self.algo.preset}-{self.model.scale}-s{self.run.seed}"
+        """run.name, else '<preset>[+<key>=<value>...]-<scale>-s<seed>' (the deviations from the
+        preset are part of the name: an ablation is not mistaken for its preset)."""
+        algo = self.algo.preset + "".join(f"+{k}={getattr(self.algo, k)}"
+                                          for k in self.algo.deviates_from_preset)
+        return self.run.name or f"{algo}-{self.model.scale}-s{self.run.seed}"
 
     def run_id(self) -> str:
         """Readable name + 8 hex digits of the hash of everything that affects the result."""
@@ -483,9 +492,9 @@ def validate(cfg: Config) -> None:
     if cfg.task.min_digits > cfg.task.max_digits:
         raise ConfigError(f"task.min_digits = {cfg.task.min_digits}: must be <= task.max_digits "
                           f"({cfg.task.max_digits})")
-    if cfg.task.held_out == "first_two_ge_50" and cfg.task.max_digits < 2:
-        raise ConfigError("task.held_out = 'first_two_ge_50': needs task.max_digits >= 2 "
-                          "(operands >= 50 must exist)")
+    if cfg.task.held_out in ("first_two_ge_50", "first_ends_in_7") and cfg.task.max_digits < 2:
+        raise ConfigError(f"task.held_out = {cfg.task.held_out!r}: needs task.max_digits >= 2 "
+                          "(two-digit operands must exist)")
     if cfg.eval.temperature == 0:
         for s in ("in_dist", "held_out"):
             if getattr(cfg.eval, s).k != 1:

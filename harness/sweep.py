@@ -19,6 +19,8 @@ lives in `harness.launch`; nothing here touches the file system beyond reading t
     seeds: [0, 1, 2]                 # run.seed (or a count: `seeds: 3` = 0, 1, 2)
     exclude:                         # drop the points matching every key of a rule
       - {model.scale: tiny-1m, run.seed: 2}
+    include:                         # extra points: each names some keys (swept or not); the
+      - {algo.preset: grpo, algo.clip_high: 0.28}   # axes it does not name are crossed with it
     run_name: "{algo.preset}-{label.size}-s{run.seed}"   # readable run.name (the id adds a hash)
     executor: local                  # default of `rlablate sweep --executor`
     slurm: {partition: gpu, time_min: 60, cpus_per_task: 4, gpus_per_node: 1, mem_gb: 32}
@@ -50,8 +52,8 @@ class SpecError(ValueError):
     """A sweep spec problem: one line, `<spec>: <key>: <what is allowed>`."""
 
 
-TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "run_name",
-            "executor", "slurm", "local")
+TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "include",
+            "run_name", "executor", "slurm", "local")
 EXECUTORS = ("local", "slurm", "debug")
 # Keys a spec may not sweep or set: they are the sweep's identity and location, one per sweep.
 RESERVED = {"run.sweep": "set by the spec's `name`",
@@ -102,6 +104,7 @@ class Spec:
     fixed: dict[str, Any]      # dotted key -> value (`set` and command-line overrides)
     axes: list[Axis]
     exclude: list[dict]
+    include: list[dict]        # extra points (dotted key -> value), crossed with the axes they skip
     executor: str
     slurm: dict[str, Any]      # default resources
     local: dict[str, Any]
@@ -109,7 +112,9 @@ class Spec:
 
     @property
     def swept_keys(self) -> list[str]:
-        return [k for a in self.axes for k in a.keys]
+        """Grid and zip keys, then the keys only `include` entries set."""
+        keys = [k for a in self.axes for k in a.keys]
+        return keys + list(dict.fromkeys(k for e in self.include for k in e if k not in keys))
 
 
 @dataclass
@@ -262,8 +267,32 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         fixed[k] = v
         seen.setdefault(k, "override")
 
+    # ---- include: extra points (a single-choice ablation next to a grid of presets)
+    extra = raw.get("include", [])
+    if not isinstance(extra, list):
+        raise err(f"include = {extra!r}: expected a list of mappings (dotted key -> value)")
+    include = []
+    for i, entry in enumerate(extra):
+        where = f"include[{i}]"
+        point = _dotted_mapping(entry, where, err, allow_lists=False) if isinstance(entry, dict) else None
+        if not point:
+            raise err(f"{where}: expected a non-empty mapping of dotted key -> value")
+        for k, v in point.items():
+            _check_key(k, where, err, swept=True)
+            if k in seen and seen[k].startswith(("set.", "override")):
+                raise err(f"{where}.{k}: also given in {seen[k]}; a key is set in one place only")
+            if k.startswith("slurm."):
+                _check_resource(k, v, f"{where}.{k}", err)
+        for a in axes:
+            named = [k for k in a.keys if k in point]
+            if named and len(named) != len(a.keys):
+                raise err(f"{where}: names {', '.join(named)} of {a.where} but not "
+                          f"{', '.join(k for k in a.keys if k not in point)}; give all of a zip "
+                          f"group's keys or none")
+        include.append(point)
+
     # ---- exclude rules
-    swept = {k for a in axes for k in a.keys}
+    swept = {k for a in axes for k in a.keys} | {k for point in include for k in point}
     rules = raw.get("exclude", [])
     if not isinstance(rules, list):
         raise err(f"exclude = {rules!r}: expected a list of mappings (swept key -> value or list)")
@@ -295,15 +324,18 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
             raise err(f"run_name: run.name is also given in {seen['run.name']}; use one of them")
         known = sorted(seen)
         for k in re.findall(r"\{([^{}]*)\}", run_name):
-            if k not in seen:
+            for i, point in enumerate(include):
+                if k not in seen and k not in point:
+                    raise err(f"run_name: {{{k}}} has no value in include[{i}]")
+            if k not in seen and not include:
                 raise err(f"run_name: {{{k}}} is neither swept nor set in this spec; use one of "
                           f"{', '.join(known)}" + suggest(k, known))
 
     if sha256 is None:
         sha256 = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
     return Spec(name=name, raw=raw, source=source, sha256=sha256, base=base, fixed=fixed,
-                axes=axes, exclude=exclude, executor=executor, slurm=slurm, local=local,
-                run_name=run_name)
+                axes=axes, exclude=exclude, include=include, executor=executor, slurm=slurm,
+                local=local, run_name=run_name)
 
 
 def _flatten(d: dict, prefix: str) -> dict[str, Any]:
@@ -416,10 +448,9 @@ def expand(spec: Spec) -> list[Run]:
     used = [0] * len(spec.exclude)
     runs: list[Run] = []
     by_id: dict[str, Run] = {}
-    for combo in itertools.product(*(a.values for a in spec.axes)):
-        point = {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+    for point in _points(spec):
         hit = [i for i, rule in enumerate(spec.exclude)
-               if all(norm_value(point[k]) in vals for k, vals in rule.items())]
+               if all(k in point and norm_value(point[k]) in vals for k, vals in rule.items())]
         for i in hit:
             used[i] += 1
         if hit:
@@ -448,6 +479,20 @@ def expand(spec: Spec) -> list[Run]:
     if not runs:
         raise SpecError(f"{spec.source}: every run is excluded; nothing to run")
     return runs
+
+
+def _points(spec: Spec):
+    """The grid's points, then each `include` entry crossed with the axes it does not name."""
+    for combo in itertools.product(*(a.values for a in spec.axes)):
+        yield {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+    for entry in spec.include:
+        free = [a for a in spec.axes if not any(k in entry for k in a.keys)]
+        for combo in itertools.product(*(a.values for a in free)):
+            # the entry's keys in grid order first, then its own, then the crossed axes
+            point = {k: entry[k] for a in spec.axes for k in a.keys if k in entry}
+            point.update({k: v for k, v in entry.items() if k not in point})
+            point.update({k: v for a, vals in zip(free, combo) for k, v in zip(a.keys, vals)})
+            yield point
 
 
 def _render(template: str, values: dict[str, Any]) -> str:
