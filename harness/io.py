@@ -105,7 +105,12 @@ def save_checkpoint_file(obj: dict, last: Path, prev: Path | None = None, step: 
     obj = {**obj, "sha256": state_digest(obj)}
     with _removed_on_error(tmp):
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            try:
+                torch.save(obj, f)
+            except RuntimeError as e:  # torch wraps a failed write (ENOSPC): surface the OSError
+                if isinstance(e.__context__, OSError):
+                    raise e.__context__ from None
+                raise
             f.flush()
             if faults.armed("checkpoint", step) == "kill":  # test-only: a torn temp file
                 f.truncate(f.tell() // 2)

@@ -16,8 +16,46 @@ from pathlib import Path
 
 import torch
 
+from conftest import TINY
+
 VOLATILE = ("perf/", "compute/wall_s")
 _CTX = None
+
+# The trial run: 6 steps, checkpoints after the step-0 eval and at steps 2, 4, 6; evals at 0, 3, 6.
+STEPS = 6
+COMMON = [x for x in TINY if not x.startswith(("train.steps", "eval.every"))] + [
+    f"train.steps={STEPS}", "eval.every=3", "train.checkpoint_every=2"]
+
+
+def overrides(root: Path, cache_dir: Path) -> list[str]:
+    return COMMON + [f"run.results_dir={root}", f"run.cache_dir={cache_dir}"]
+
+
+def train_reference(root: Path, cache_dir: Path) -> Path:
+    """The uninterrupted run a trial must reproduce (trained in this process)."""
+    from harness.config import load_config
+    from harness.train import train
+    cfg = load_config(None, overrides(root, cache_dir))
+    assert train(cfg, progress=False)["status"] == "finished"
+    return cfg.run_dir()
+
+
+def assert_same_as_reference(run_dir: Path, reference: Path) -> None:
+    """Finished; every row once, every value equal; model, optimizer and torch RNG bit-identical;
+    no temp file left; both checkpoints verify."""
+    from harness.io import load_checkpoint_file
+    got, want = row_keys(run_dir), row_keys(reference)
+    assert lost_and_duplicated(got, want) == (0, 0) and got == want
+    assert stable(rows(run_dir)) == stable(rows(reference))
+    assert lines(run_dir / "eval_items.jsonl") == lines(reference / "eval_items.jsonl")
+    a, b = checkpoint(run_dir), checkpoint(reference)
+    for c in (a, b):  # wall time; Python's `random` state (unseeded, unused by the loop: it
+        c["state"].pop("wall_s"), c.pop("rng_python"), c.pop("sha256")  # differs per process)
+    assert same_tensors(a, b), "parameters, optimizer or RNG state differ from the uninterrupted run"
+    assert stale_tmp(run_dir) == []
+    for f in ("last.pt", "prev.pt"):
+        load_checkpoint_file(run_dir / "checkpoints" / f)
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
 
 
 def _ctx():

@@ -16,32 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY
-from faultlib import (KILLED, checkpoint, lines, lost_and_duplicated, row_keys, rows, run_child,
-                      same_tensors, stable, stale_tmp)
+from faultlib import KILLED, assert_same_as_reference, lines, overrides, row_keys, run_child, train_reference
 from harness.config import load_config
 from harness.io import load_checkpoint_file
-from harness.train import train
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
-# 6 steps, checkpoints after the step-0 eval and at steps 2, 4, 6; evals at 0, 3, 6.
-STEPS = 6
-COMMON = [x for x in TINY if not x.startswith(("train.steps", "eval.every"))] + [
-    f"train.steps={STEPS}", "eval.every=3", "train.checkpoint_every=2"]
-
-
-def overrides(root: Path, cache_dir: Path) -> list[str]:
-    return COMMON + [f"run.results_dir={root}", f"run.cache_dir={cache_dir}"]
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, cache_dir) -> Path:
-    """The uninterrupted run every trial must reproduce."""
-    root = tmp_path_factory.mktemp("ref")
-    cfg = load_config(None, overrides(root, cache_dir))
-    assert train(cfg, progress=False)["status"] == "finished"
-    return cfg.run_dir()
+    return train_reference(tmp_path_factory.mktemp("ref"), cache_dir)
 
 
 def torn_last_line(p: Path) -> bool:
@@ -69,7 +52,6 @@ TRIALS = [
     ("rotate-4", ["kill=rotate:4"], "no_last"),
     ("update-3-then-metrics-5", ["kill=update:3", "kill=metrics:5"], "no_train_row_3"),
 ]
-OUTCOMES: list[dict] = []  # collected for the summary line (docs/reliability.md)
 
 
 @pytest.mark.parametrize("name,kills,damage", TRIALS, ids=[t[0] for t in TRIALS])
@@ -100,16 +82,4 @@ def test_kill_at_an_exact_point_then_resume_is_bit_identical(reference, tmp_path
                 assert max(trained, default=0) == want - 1  # killed inside step `want`
     assert run_child(over) == 0, "the resumed run did not finish"
 
-    got, want = row_keys(run_dir), row_keys(reference)
-    lost, dup = lost_and_duplicated(got, want)
-    assert (lost, dup) == (0, 0) and got == want
-    assert stable(rows(run_dir)) == stable(rows(reference))           # every value, exactly
-    assert lines(run_dir / "eval_items.jsonl") == lines(reference / "eval_items.jsonl")
-    a, b = checkpoint(run_dir), checkpoint(reference)
-    for c in (a, b):  # wall time; Python's `random` state (unseeded, unused by the loop: it
-        c["state"].pop("wall_s"), c.pop("rng_python"), c.pop("sha256")  # differs per process)
-    assert same_tensors(a, b), "parameters, optimizer or RNG state differ from the uninterrupted run"
-    assert stale_tmp(run_dir) == []                                    # no half-written file left
-    for f in ("last.pt", "prev.pt"):
-        load_checkpoint_file(run_dir / "checkpoints" / f)              # both verify their checksum
-    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert_same_as_reference(run_dir, reference)
