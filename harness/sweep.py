@@ -82,6 +82,8 @@ RESOURCES: dict[str, ResourceKey] = {
     "qos": ResourceKey(str, None, "SLURM quality of service"),
     "constraint": ResourceKey(str, None, "SLURM node constraint"),
     "max_timeouts": ResourceKey(int, 3, "requeues after a time-out before giving up", 0),
+    "signal_delay_s": ResourceKey(int, 90, "seconds before the time limit SLURM sends USR2 (the job "
+                                  "checkpoints and requeues itself)", 1),
     "setup": ResourceKey(list, None, "shell lines run before the job (e.g. module load cuda)"),
 }
 LOCAL_KEYS = {"parallel": ResourceKey(int, 0, "runs at once (0: one per CPU core)", 0)}
