@@ -115,7 +115,8 @@ def read_jsonl(path: Path, issues: list[LoadIssue]) -> list[tuple[int, dict]]:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             kind = "truncated_line" if is_last else "garbage_line"
             snippet = line[:60].decode("utf-8", "replace")
-            issues.append(LoadIssue(str(path), kind, f"unparsable ({exc.msg}): {snippet!r}", i))
+            why = getattr(exc, "msg", None) or f"not text: {exc.reason}"  # UnicodeDecodeError has no msg
+            issues.append(LoadIssue(str(path), kind, f"unparsable ({why}): {snippet!r}", i))
             continue
         if not isinstance(obj, dict):
             issues.append(LoadIssue(str(path), "garbage_line", f"not a JSON object: {obj!r:.60}", i))

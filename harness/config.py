@@ -251,6 +251,9 @@ class Config:
         return Path(self.run.results_dir) / _slug(self.run.sweep) / self.run_id()
 
 
+NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
+
+
 def _slug(s: str) -> str:
     """Path-safe name: no separators, no '..', so a config cannot escape the results root."""
     s = re.sub(r"[^A-Za-z0-9_.+-]", "_", s).strip(".")
@@ -345,17 +348,48 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
             setattr(obj, key, _coerce(full, value, tp, fields[key].metadata))
 
 
-def _read_yaml(path: Path) -> dict:
+def safe_load_strict(text: str):
+    """yaml.safe_load (plain data only: never yaml.load, a config must not construct objects), and
+    a key given twice in one mapping is an error (YAML would silently keep the last one)."""
+    data = yaml.safe_load(text)
+    todo = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                    if k.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {k.value!r} is given twice", k.start_mark)
+                    seen.add(k.value)
+                todo.append(v)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+    return data
+
+
+def read_text(path: Path, err) -> str:
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+        raise err(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise err(f"{path}: not a text file (not UTF-8)") from None
+
+
+def yaml_error(path, e: yaml.YAMLError) -> str:
+    where = getattr(e, "problem_mark", None)
+    at = f" (line {where.line + 1})" if where else ""
+    return f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}"
+
+
+def _read_yaml(path: Path) -> dict:
+    text = read_text(path, ConfigError)
     try:
-        data = yaml.safe_load(text)  # never yaml.load: a config must not construct objects
+        data = safe_load_strict(text)
     except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where else ""
-        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        raise ConfigError(yaml_error(path, e)) from None
     if data is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(data, dict):
@@ -484,6 +518,11 @@ def validate(cfg: Config) -> None:
                 raise ConfigError(f"algo.{f.name} = {value!r}: allowed values are "
                                   f"{', '.join(_allowed(reg_name, reg.names()))}"
                                   + suggest(value, reg.names()))
+    for key in ("name", "sweep"):  # they name directories under run.results_dir: no escaping it
+        v = getattr(cfg.run, key)
+        if v and not re.fullmatch(NAME_RE, v):
+            raise ConfigError(f"run.{key} = {v!r}: letters, digits and _ . + - only, not starting "
+                              f"with '.' (it names a directory under run.results_dir)")
     if cfg.model.scale == "pretrained" and not cfg.model.path:
         raise ConfigError("model.path = None: required when model.scale = pretrained")
     if cfg.model.scale != "pretrained" and cfg.model.path:

@@ -152,7 +152,8 @@ def _executor(kind: str, sdir: Path, res: dict, name: str) -> submitit.AutoExecu
     if kind == "slurm":
         params.update(slurm_partition=res["partition"], slurm_array_parallelism=res["array_parallelism"],
                       slurm_account=res["account"], slurm_qos=res["qos"],
-                      slurm_constraint=res["constraint"], slurm_setup=res["setup"])
+                      slurm_constraint=res["constraint"], slurm_setup=res["setup"],
+                      slurm_signal_delay_s=res["signal_delay_s"])
     else:  # local/debug: this machine's memory is what it is; GPUs only when asked for
         del params["mem_gb"]
         if not res["gpus_per_node"]:

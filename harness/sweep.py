@@ -25,6 +25,7 @@ lives in `harness.launch`; nothing here touches the file system beyond reading t
     executor: local                  # default of `rlablate sweep --executor`
     slurm: {partition: gpu, time_min: 60, cpus_per_task: 4, gpus_per_node: 1, mem_gb: 32}
     local: {parallel: 2}             # local executor: runs at once
+    max_runs: 10000                  # a bigger grid is an error (checked before expanding)
 
 Every error is one line naming the spec key and what is allowed, raised before anything is written
 or submitted; every expanded run goes through `build_config`, so a bad grid value fails at expansion
@@ -44,7 +45,8 @@ from typing import Any
 
 import yaml
 
-from .config import Config, ConfigError, build_config, deep_merge, describe_fields, list_presets, parse_overrides
+from .config import (NAME_RE, Config, ConfigError, build_config, deep_merge, describe_fields, list_presets,
+                     parse_overrides, read_text, safe_load_strict, yaml_error)
 from .registry import suggest
 
 
@@ -53,7 +55,8 @@ class SpecError(ValueError):
 
 
 TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "include",
-            "run_name", "executor", "slurm", "local")
+            "run_name", "executor", "slurm", "local", "max_runs")
+MAX_RUNS = 10_000  # default `max_runs`: a grid larger than this is a typo until the spec says otherwise
 EXECUTORS = ("local", "slurm", "debug")
 # Keys a spec may not sweep or set: they are the sweep's identity and location, one per sweep.
 RESERVED = {"run.sweep": "set by the spec's `name`",
@@ -81,6 +84,8 @@ RESOURCES: dict[str, ResourceKey] = {
     "qos": ResourceKey(str, None, "SLURM quality of service"),
     "constraint": ResourceKey(str, None, "SLURM node constraint"),
     "max_timeouts": ResourceKey(int, 3, "requeues after a time-out before giving up", 0),
+    "signal_delay_s": ResourceKey(int, 90, "seconds before the time limit SLURM sends USR2 (the job "
+                                  "checkpoints and requeues itself)", 1),
     "setup": ResourceKey(list, None, "shell lines run before the job (e.g. module load cuda)"),
 }
 LOCAL_KEYS = {"parallel": ResourceKey(int, 0, "runs at once (0: one per CPU core)", 0)}
@@ -144,16 +149,13 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Spec:
     """Read and validate a spec file; `overrides` are `key=value` applied to every run (a swept key
     cannot be overridden: that would silently collapse the grid)."""
     path = Path(path)
+    text = read_text(path, SpecError)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
+        raw = safe_load_strict(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark else ""
-        raise SpecError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        raise SpecError(yaml_error(path, e)) from None
+    if raw is None:
+        raise SpecError(f"{path}: the file is empty; a spec needs at least `name`")
     return parse_spec(raw, source=str(path), base_dir=path.parent, overrides=overrides,
                       sha256=hashlib.sha256(text.encode()).hexdigest())
 
@@ -170,7 +172,7 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         if k not in TOP_KEYS:
             raise err(f"unknown key {k!r}; allowed: {', '.join(TOP_KEYS)}" + suggest(str(k), list(TOP_KEYS)))
     name = raw.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(NAME_RE, name):
         raise err(f"name = {name!r}: required; letters, digits and _ . + - (it names the sweep "
                   f"directory)")
     if not isinstance(raw.get("description", ""), str):
@@ -185,9 +187,9 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         if b.endswith((".yaml", ".yml")) or "/" in b:
             p = Path(b) if Path(b).is_absolute() else (base_dir or Path.cwd()) / b
             try:
-                base = yaml.safe_load(p.read_text()) or {}
+                base = safe_load_strict(read_text(p, OSError)) or {}
             except OSError as e:
-                raise err(f"base = {b!r}: cannot read {p} ({e.strerror})") from None
+                raise err(f"base = {b!r}: {e}") from None
             except yaml.YAMLError as e:
                 raise err(f"base = {b!r}: not valid YAML: {getattr(e, 'problem', e)}") from None
             if not isinstance(base, dict):
@@ -324,12 +326,25 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
             raise err(f"run_name: run.name is also given in {seen['run.name']}; use one of them")
         known = sorted(seen)
         for k in re.findall(r"\{([^{}]*)\}", run_name):
-            for i, point in enumerate(include):
-                if k not in seen and k not in point:
-                    raise err(f"run_name: {{{k}}} has no value in include[{i}]")
-            if k not in seen and not include:
+            if k not in seen:
                 raise err(f"run_name: {{{k}}} is neither swept nor set in this spec; use one of "
                           f"{', '.join(known)}" + suggest(k, known))
+
+    max_runs = raw.get("max_runs", MAX_RUNS)
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+        raise err(f"max_runs = {max_runs!r}: an integer >= 1 (default {MAX_RUNS})")
+    size = 1
+    for a in axes:
+        size *= len(a.values)
+    for point in include:
+        extra = 1
+        for a in axes:
+            extra *= 1 if any(k in point for k in a.keys) else len(a.values)
+        size += extra
+    if size > max_runs:  # checked before expanding anything: a huge grid fails at once
+        dims = " x ".join(f"{len(a.values)} ({a.where})" for a in axes)
+        raise err(f"the grid has {size:,} points ({dims}), over max_runs = {max_runs:,}; shrink "
+                  f"it, or set max_runs in the spec if you mean it")
 
     if sha256 is None:
         sha256 = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
