@@ -176,7 +176,8 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
                       response_ids: torch.Tensor, response_mask: torch.Tensor,
                       temperature: float = 1.0, with_entropy: bool = False):
     """Teacher-forced log pi(response token | prefix) / temperature, shape (B, Tr), and optionally
-    the per-token entropy of that distribution (B, Tr); 0 at padding.
+    the per-token entropy of that distribution (B, Tr); values at padding positions mean nothing
+    (callers mask them).
 
     Same values as one forward pass over prompt + response (up to float rounding), for less work:
     columns that are padding in every row are not forwarded, and rows that repeat the previous row's
