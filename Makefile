@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo lint clean-results help
+.PHONY: setup test demo bench lint clean-results help
 
 help:
 	@echo "make demo   set up, then train the embedded default (CPU, tiny model), fit its curve, print where the report is"
 	@echo "make test   set up, then run the test suite"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
+	@echo "make bench  rlablate's loop vs TRL GRPOTrainer on the same work (creates bench/.venv-trl); BENCH_ARGS=..."
 
 # torch is installed first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -34,6 +35,18 @@ demo: setup
 	$(VENV)/bin/rlablate train configs/default.yaml run.sweep=demo-default && \
 	$(VENV)/bin/rlablate analyze results/demo-default && \
 	echo "demo took $$(( $$(date +%s) - start )) s; run dir: results/demo-default/ (tensorboard --logdir results/), report: results/demo-default/analysis/report.md"
+
+# TRL lives in its own venv (its pins differ from ours); torch first, pinned to the CPU wheel.
+BENCH_VENV := bench/.venv-trl
+BENCH_ARGS ?=
+$(BENCH_VENV)/.installed-stamp: bench/requirements-trl.txt
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q torch==2.13.0
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-trl.txt
+	touch $@
+
+bench: setup $(BENCH_VENV)/.installed-stamp
+	$(PY) bench/vs_trl.py $(BENCH_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
