@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-faults demo demo-quick lint clean-results help
+.PHONY: setup test test-faults demo demo-quick bench lint clean-results help
 
 help:
 	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
@@ -13,6 +13,7 @@ help:
 	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
 	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
+	@echo "make bench  rlablate's loop vs TRL GRPOTrainer on the same work (creates bench/.venv-trl); BENCH_ARGS=..."
 
 # torch is installed first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -49,6 +50,18 @@ demo-quick: setup
 	$(VENV)/bin/rlablate sweep sweeps/demo-quick.yaml --progress && \
 	$(VENV)/bin/rlablate analyze results/demo-quick --out results/demo-quick && \
 	echo "make demo-quick: $$(( $$(date +%s) - start )) s wall; report: results/demo-quick/report.md"
+
+# TRL lives in its own venv (its pins differ from ours); torch first, pinned to the CPU wheel.
+BENCH_VENV := bench/.venv-trl
+BENCH_ARGS ?=
+$(BENCH_VENV)/.installed-stamp: bench/requirements-trl.txt
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q torch==2.13.0
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-trl.txt
+	touch $@
+
+bench: setup $(BENCH_VENV)/.installed-stamp
+	$(PY) bench/vs_trl.py $(BENCH_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

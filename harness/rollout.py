@@ -1,7 +1,8 @@
 """Rollout engines: prompts in, sampled responses with the sampler's own log-probs out.
 
 Every engine returns a `Rollout` with the same fields, so the loop does not care who sampled.
-`HFEngine` samples with transformers' `generate` (batched, KV cache). A vLLM engine plugs into the
+`HFEngine` samples with the transformers model's own forward and KV cache, in a decode loop of
+its own (batched; shared prompts prefilled once; finished rows leave the batch). A vLLM engine plugs into the
 same interface (issue: GPU path) and is imported lazily, never on CPU.
 
 Also here: `sequence_logprobs`, the one teacher-forced forward pass the trainer uses, with the same
@@ -10,10 +11,13 @@ position ids the sampler used (left padding), so a recomputed log-prob matches t
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+import torch.nn.functional as F
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass
@@ -46,63 +50,179 @@ def encode_prompts(tok: PreTrainedTokenizerBase, prompts: list[str], device) -> 
 
 
 class HFEngine:
-    """Batched sampling with transformers `generate` and its KV cache."""
+    """Batched sampling with the transformers model's own forward and KV cache, in a decode loop of
+    our own (`generate` spends most of a step on logits processors, stopping criteria and output
+    bookkeeping that a tiny model makes visible):
+
+    - prompts repeated back to back (a group's G samples) are encoded and prefilled once, then the
+      cache is expanded to the G rows;
+    - a row that emitted EOS leaves the batch (its cache rows are dropped), and the loop stops when
+      no row is left or at max_new_tokens;
+    - per step only the chosen token's log-prob is kept (no stacked (B, T, V) scores).
+
+    The sampled distribution is `generate`'s (softmax(logits / T), nucleus-filtered for top_p < 1,
+    argmax for T = 0) and the log-probs are those of that processed distribution, equal to a
+    teacher-forced forward (`sequence_logprobs`) to float rounding. Randomness comes from torch's
+    global RNG: the caller seeds it.
+    """
 
     def __init__(self, model: PreTrainedModel, tok: PreTrainedTokenizerBase):
         self.model = model
         self.tok = tok
+        self._cache_kw, has_keep = _model_kwargs(model)
+        self._keep_last = {"logits_to_keep": 1} if has_keep else {}
+
+    def _forward(self, ids, attn, pos, cache, **kw):
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
+                         **{self._cache_kw: cache}, **kw)
+        return out.logits[:, -1], _cache_of(out)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0) -> Rollout:
-        """Sample one response per prompt (repeat prompts for groups). temperature 0 = greedy.
-        Randomness comes from torch's global RNG: the caller seeds it."""
+        """Sample one response per prompt (repeat prompts for groups). temperature 0 = greedy."""
         model, tok = self.model, self.tok
         device = next(model.parameters()).device
-        ids, mask = encode_prompts(tok, prompts, device)
-        greedy = temperature == 0
-        gen_cfg = GenerationConfig(  # explicit: no top_k=50 or penalties from a model's defaults
-            max_new_tokens=max_new_tokens, do_sample=not greedy,
-            temperature=None if greedy else temperature, top_p=None if greedy else top_p, top_k=None,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
-            return_dict_in_generate=True, output_scores=True)
+        # runs of identical prompts: encode and prefill each run once
+        starts = [i for i in range(len(prompts)) if i == 0 or prompts[i] != prompts[i - 1]]
+        counts = torch.tensor([b - a for a, b in zip(starts, starts[1:] + [len(prompts)])])
+        uids, umask = encode_prompts(tok, [prompts[i] for i in starts], device)
+        expand = torch.repeat_interleave(torch.arange(len(starts)), counts).to(device)  # (B,)
+        ids, mask = uids[expand], umask[expand]
+        B = len(prompts)
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        resp = torch.full((B, max_new_tokens), pad, dtype=torch.long, device=device)
+        logprobs = torch.zeros((B, max_new_tokens), device=device)
         was_training = model.training
         model.eval()
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg)
-        model.train(was_training)
-        resp = out.sequences[:, ids.shape[1]:]                                 # (B, Tr)
-        scores = torch.stack(out.scores, dim=1).float()                        # (B, Tr, V) processed
-        logprobs = torch.log_softmax(scores, -1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
-        is_eos = resp == tok.eos_token_id
+        try:
+            logits, cache = self._forward(uids, umask, (umask.cumsum(-1) - 1).clamp(min=0), None,
+                                          **self._keep_last)
+            if len(starts) < B:
+                cache.reorder_cache(expand)
+                logits = logits[expand]
+            rows = torch.arange(B, device=device)       # the batch rows still generating
+            attn = mask
+            pos = mask.sum(-1, keepdim=True)            # position id of the next input token
+            n = 0
+            for t in range(max_new_tokens):
+                token, lp = _sample(logits, temperature, top_p)
+                resp[rows, t] = token
+                logprobs[rows, t] = lp
+                n = t + 1
+                alive = token != eos
+                if n == max_new_tokens or not bool(alive.any()):
+                    break
+                if not bool(alive.all()):               # drop the finished rows
+                    keep = alive.nonzero().squeeze(-1)
+                    rows, token, attn, pos = rows[keep], token[keep], attn[keep], pos[keep]
+                    cache.reorder_cache(keep)
+                attn = torch.cat([attn, attn.new_ones(len(rows), 1)], 1)
+                logits, cache = self._forward(token.unsqueeze(-1), attn, pos, cache)
+                pos = pos + 1
+        finally:
+            model.train(was_training)
+        resp, logprobs = resp[:, :n], logprobs[:, :n]
+        is_eos = resp == eos
         # a token is part of the response up to and including the first EOS
-        before_eos = (is_eos.cumsum(-1) - is_eos.long()) == 0
-        rmask = before_eos.long()
+        rmask = ((is_eos.cumsum(-1) - is_eos.long()) == 0).long()
         lengths = rmask.sum(-1)
         truncated = ~is_eos.any(-1)
-        logprobs = torch.where(rmask.bool(), logprobs, torch.zeros_like(logprobs))
-        resp = torch.where(rmask.bool(), resp, torch.full_like(resp, tok.pad_token_id))
-        texts = tok.batch_decode(torch.where(is_eos, torch.full_like(resp, tok.pad_token_id), resp),
+        texts = tok.batch_decode(torch.where(is_eos, torch.full_like(resp, pad), resp),
                                  skip_special_tokens=True)
         return Rollout(ids, mask, resp, rmask, logprobs, lengths, truncated, texts)
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row from softmax(logits / temperature), restricted to the nucleus of mass
+    top_p (the smallest set of most likely tokens whose mass reaches top_p; Holtzman et al. 2020),
+    and its log-prob under that processed distribution. temperature 0: argmax, log-prob under
+    softmax(logits)."""
+    logits = logits.float()
+    if temperature == 0:
+        logp = torch.log_softmax(logits, -1)
+        token = logp.argmax(-1)
+    else:
+        logits = logits / temperature
+        if top_p < 1.0:
+            sorted_logits, order = logits.sort(-1)                       # ascending
+            tail = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p   # mass outside the nucleus
+            tail[:, -1] = False                                          # keep the most likely token
+            logits = logits.masked_fill(tail.scatter(-1, order, tail), float("-inf"))
+        logp = torch.log_softmax(logits, -1)
+        token = torch.multinomial(logp.exp(), 1).squeeze(-1)
+    return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+
+def _model_kwargs(model) -> tuple[str, bool]:
+    """(name of the forward's KV-cache argument, whether it takes `logits_to_keep`), read once per
+    model class from the signature: transformers 5.24 renamed `past_key_values` to `cache`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model
+    return _forward_params(type(base))
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_params(cls) -> tuple[str, bool]:
+    params = inspect.signature(cls.forward).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
+
+
+def _cache_of(out):
+    cache = out.get("cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                       response_ids: torch.Tensor, response_mask: torch.Tensor,
                       temperature: float = 1.0, with_entropy: bool = False):
     """Teacher-forced log pi(response token | prefix) / temperature, shape (B, Tr), and optionally
-    the per-token entropy of that distribution (B, Tr)."""
-    ids = torch.cat([prompt_ids, response_ids], 1)                              # (B, Tp+Tr)
-    attn = torch.cat([prompt_mask, response_mask], 1)
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    tp = prompt_ids.shape[1]
-    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits
-    logits = logits[:, tp - 1:-1].float() / temperature                          # (B, Tr, V)
-    logp_all = torch.log_softmax(logits, -1)
+    the per-token entropy of that distribution (B, Tr); values at padding positions mean nothing
+    (callers mask them).
+
+    Same values as one forward pass over prompt + response (up to float rounding), for less work:
+    columns that are padding in every row are not forwarded, and rows that repeat the previous row's
+    prompt (a group's G samples) share one forward pass of it: the prompt's keys and values (a KV
+    cache; gradients flow through it) are expanded to the rows and only the responses are forwarded
+    on top, so a 7-token prompt sampled 8 times costs 7 positions, not 56.
+    """
+    B, tr_full = response_ids.shape
+    real = response_mask.any(0).nonzero()
+    tr = int(real.max()) + 1 if len(real) else 1                                # trailing padding
+    lead = int(prompt_mask.any(0).nonzero().min()) if prompt_mask.any() else 0   # leading padding
+    prompt_ids, prompt_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
+    response_ids, response_mask = response_ids[:, :tr], response_mask[:, :tr]
+    cache_kw, has_keep = _model_kwargs(model)
+    new = torch.ones(B, dtype=torch.bool, device=prompt_ids.device)          # row starts a new prompt
+    new[1:] = ((prompt_ids[1:] != prompt_ids[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(-1)
+    if bool(new.all()):  # no shared prompts: one pass over prompt + response
+        ids = torch.cat([prompt_ids, response_ids], 1)
+        attn = torch.cat([prompt_mask, response_mask], 1)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        keep = {"logits_to_keep": tr + 1} if has_keep else {}
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep).logits
+        logits = logits[:, -tr - 1:-1]                                           # (B, Tr, V)
+    else:
+        starts = new.nonzero().squeeze(-1)
+        expand = new.long().cumsum(0) - 1                                        # row -> its prompt
+        u_ids, u_mask = prompt_ids[starts], prompt_mask[starts]
+        out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0),
+                    use_cache=True, **({"logits_to_keep": 1} if has_keep else {}))
+        logits = out.logits[:, -1:][expand]                                      # predicts token 0
+        if tr > 1:
+            cache = _cache_of(out)
+            cache.reorder_cache(expand)                                          # (U, ...) -> (B, ...)
+            pos = prompt_mask.sum(-1, keepdim=True) + torch.arange(tr - 1, device=prompt_ids.device)
+            rest = model(input_ids=response_ids[:, :-1], position_ids=pos, use_cache=True,
+                         attention_mask=torch.cat([prompt_mask, response_mask[:, :-1]], 1),
+                         **{cache_kw: cache}).logits
+            logits = torch.cat([logits, rest], 1)                                # (B, Tr, V)
+    logp_all = torch.log_softmax(logits.float() / temperature, -1)
     logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+    pad = (0, tr_full - tr)
     if not with_entropy:
-        return logp, None
+        return F.pad(logp, pad), None
     entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
+    return F.pad(logp, pad), F.pad(entropy, pad)
 
 
 def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase) -> HFEngine:
