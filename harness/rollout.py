@@ -2,7 +2,7 @@
 
 Every engine returns a `Rollout` with the same fields, so the loop does not care who sampled.
 `HFEngine` samples with transformers' `generate` (batched, KV cache). A vLLM engine plugs into the
-same interface (issue: GPU path) and is imported lazily, never on CPU.
+same interface (`harness/rollout_vllm.py`) and is imported lazily, never on CPU.
 
 Also here: `sequence_logprobs`, the one teacher-forced forward pass the trainer uses, with the same
 position ids the sampler used (left padding), so a recomputed log-prob matches the sampler's.
@@ -105,7 +105,11 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     return logp, entropy
 
 
-def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase) -> HFEngine:
-    """The engine named by `rollout.engine` (config validates the name)."""
-    engines = {"hf": HFEngine}
-    return engines[name](model, tok)
+def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase, **opts):
+    """The engine named by `rollout.engine` (config validates the name). `opts` (model_path, cfg)
+    are for engines that hold their own copy of the weights; such an engine also has
+    `sync_weights(model)`, which the loop calls after every step's updates."""
+    if name == "vllm":  # imported lazily: an optional extra ([gpu]) that needs CUDA
+        from .rollout_vllm import VLLMEngine
+        return VLLMEngine(model, tok, **opts)
+    return HFEngine(model, tok)

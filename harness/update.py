@@ -34,6 +34,7 @@ class StepBatch:
     correct: torch.Tensor          # (B,) bool: the verifier accepted the response
     logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
     value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
+    correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -47,9 +48,10 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
                     temperature: float) -> dict:
     """Accumulate d(loss)/d(params) of one minibatch into `.grad` (the caller zeroes and steps).
 
-    loss = sum(w * (surrogate_t + kl_coef * kl_t [KL as a loss]))
+    loss = sum(w * (c_t * surrogate_t + kl_coef * kl_t [KL as a loss]))
            + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
 
+    c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off).
     Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means).
     """
     w = algos.AGGREGATIONS[a.aggregation](b.loss_mask, group_size=group_size,
@@ -67,7 +69,7 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         log_ratio = algos.RATIOS[a.ratio](logp, mb.logp_old, m)
         out = algos.SURROGATES[a.surrogate](log_ratio, mb.adv, logp, clip_low=a.clip_low,
                                             clip_high=a.clip_high, dual_clip=a.dual_clip)
-        token_loss = out.loss
+        token_loss = out.loss if mb.correction is None else out.loss * mb.correction
         if kl_fn is not None:
             kl = kl_fn(logp, mb.logp_ref)
             if kl_coef_loss > 0:  # in the reward, the estimate is only logged here
