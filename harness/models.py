@@ -146,7 +146,10 @@ def prepare_policy(model: PreTrainedModel, cfg: Config) -> torch.nn.Module:
     if m.dtype != "fp32":
         use_autocast(model, DTYPES[m.dtype])
     if m.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24's name
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if m.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(
