@@ -63,7 +63,8 @@ class HFEngine:
         greedy = temperature == 0
         gen_cfg = GenerationConfig(  # explicit: no top_k=50 or penalties from a model's defaults
             max_new_tokens=max_new_tokens, do_sample=not greedy,
-            temperature=None if greedy else temperature, top_p=None if greedy else top_p, top_k=None,
+            temperature=None if greedy else temperature, top_p=None if greedy else top_p,
+            top_k=0, repetition_penalty=1.0,  # None would mean "fill in the model's (or 50)"
             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
             return_dict_in_generate=True, output_scores=True)
         was_training = model.training

@@ -330,3 +330,42 @@ def test_vllm_engine_samples_and_syncs(tmp_path):
     m = ro.response_mask.bool()
     assert (lp[m] - ro.logprobs[m]).abs().mean() < 0.05
     eng.sync_weights(model)
+
+
+def test_sampler_logprobs_cover_the_full_vocabulary_of_a_large_model(tmp_path):
+    """Regression: GenerationConfig(top_k=None) let transformers fill in top_k = 50 (or the model's
+    own generation_config), so with a vocabulary > 50 the sampler drew from a truncated
+    distribution and its log-probs were off by a constant (~2 nats for 512 tokens)."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    _cfg, task, tok = _setup(tmp_path)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen2Config(
+        vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, intermediate_size=64, pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id))
+    model.generation_config.top_k = 20           # as a pretrained checkpoint's file may say
+    model.generation_config.repetition_penalty = 1.5
+    ro, _ = _batch(model, tok, task)
+    assert (ro.response_ids >= 50).any()
+    with torch.no_grad():
+        lp, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask)
+    m = ro.response_mask.bool()
+    assert (lp[m] - ro.logprobs[m]).abs().max() < 1e-4
+
+
+def test_gpu_check_script_runs_tiny_on_cpu():
+    """bench/gpu_check.py (what bench/gpu_check.sh runs on a GPU) on a toy model, so it cannot rot."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    assert subprocess.run(["bash", "-n", str(root / "bench" / "gpu_check.sh")]).returncode == 0
+    p = subprocess.run([sys.executable, str(root / "bench" / "gpu_check.py"), "--tiny", "--device", "cpu"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.split("RESULT ", 1)[1])
+    assert res["bf16_fp32_head_ok"] and res["lora_only_adapters_changed"]
+    assert res["logits_dtype_fp32_head_True"] == "float32"
+    assert res["mismatch_bf16_fp32_head"] < 0.01   # generate vs teacher forcing: rounding only
+    for k in ("hf_rollout_tokens_per_s", "update_full_tokens_per_s", "update_lora_r16_ckpt_tokens_per_s"):
+        assert res[k] > 0
