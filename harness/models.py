@@ -187,26 +187,30 @@ def load_policy_state(model: torch.nn.Module, state: dict) -> None:
                            f"unexpected {unexpected[:3]}")
 
 
-def export_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The policy's weights under the plain transformers names, LoRA merged in (W + scale B A),
-    without mutating the model (merge/unmerge in place would round a bf16 base twice). This is
-    what the vLLM engine loads after each update."""
+def iter_export_weights(model: torch.nn.Module):
+    """(name, tensor) of the policy's weights under the plain transformers names, LoRA merged in
+    (W + scale B A), one tensor at a time (a merged copy of one matrix at a time, not of the
+    model), without mutating the model (an in-place merge/unmerge would round a bf16 base twice).
+    This is what the vLLM engine loads after each update."""
     if not is_lora(model):
-        return {k: v.detach() for k, v in model.state_dict().items()}
+        yield from ((k, v.detach()) for k, v in model.state_dict().items())
+        return
     from peft.tuners.lora import LoraLayer
     base = model.get_base_model()
-    deltas = {name: mod.get_delta_weight(mod.active_adapters[0]) for name, mod in base.named_modules()
-              if isinstance(mod, LoraLayer) and not mod.disable_adapters and mod.merged is False}
-    out = {}
+    layers = {name: mod for name, mod in base.named_modules() if isinstance(mod, LoraLayer)}
     for key, value in base.state_dict().items():
         if "lora_" in key:
             continue
-        name = key.replace(".base_layer.", ".")
-        mod = key.rsplit(".base_layer.", 1)[0] if ".base_layer." in key else None
-        if mod in deltas and key.endswith(".base_layer.weight"):
-            value = (value + deltas[mod].to(value.dtype))
-        out[name] = value.detach()
-    return out
+        mod = layers.get(key.rsplit(".base_layer.", 1)[0]) if key.endswith(".base_layer.weight") else None
+        if mod is not None and not mod.disable_adapters and not mod.merged:
+            with torch.no_grad():
+                value = value + mod.get_delta_weight(mod.active_adapters[0]).to(value.dtype)
+        yield key.replace(".base_layer.", "."), value.detach()
+
+
+def export_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`iter_export_weights` as a dict (all merged copies at once: for tests and small models)."""
+    return dict(iter_export_weights(model))
 
 
 def cache_kwargs(model: torch.nn.Module, cache) -> dict:

@@ -8,8 +8,8 @@ available when it was written; docs/gpu.md says what to check first). The import
   processed_logprobs` makes it the distribution actually sampled from (after temperature and
   top_p), as `HFEngine` does, so `algo.old_logprobs = sampler` means the same thing for both.
 - **Weight sync** (`sync_weights`, called by the loop after every step's updates): the policy's
-  weights under their transformers names, LoRA merged in (`models.export_weights`), are handed to
-  the vLLM model's own `load_weights` in place (same process, same GPU: a device-to-device copy of
+  weights under their transformers names, LoRA merged in one matrix at a time
+  (`models.iter_export_weights`), are handed to the vLLM model's own `load_weights` in place (same process, same GPU: a device-to-device copy of
   every weight, ~2 bytes x N in bf16; no disk, no NCCL), then the prefix cache is reset (its KV
   blocks were computed with the old weights).
 - **Memory**: vLLM takes `rollout.gpu_memory_utilization` of the GPU (its weights + KV cache); the
@@ -22,7 +22,7 @@ import os
 
 import torch
 
-from .models import export_weights
+from .models import iter_export_weights
 from .rollout import Rollout, encode_prompts
 
 INSTALL_HINT = ("rollout.engine = vllm needs vLLM, which is not installed: pip install "
@@ -90,10 +90,9 @@ class VLLMEngine:
 
     def sync_weights(self, model) -> None:
         """Load the policy's current weights into vLLM's copy (see the module docstring)."""
-        weights = export_weights(model)
         if hasattr(self.llm, "apply_model"):
-            self.llm.apply_model(lambda m: m.load_weights(weights=weights.items()))
+            self.llm.apply_model(lambda m: m.load_weights(weights=iter_export_weights(model)))
         else:  # older in-process layout
             runner = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
-            runner.model.load_weights(weights=weights.items())
+            runner.model.load_weights(weights=iter_export_weights(model))
         self.llm.reset_prefix_cache()

@@ -369,3 +369,20 @@ def test_gpu_check_script_runs_tiny_on_cpu():
     assert res["mismatch_bf16_fp32_head"] < 0.01   # generate vs teacher forcing: rounding only
     for k in ("hf_rollout_tokens_per_s", "update_full_tokens_per_s", "update_lora_r16_ckpt_tokens_per_s"):
         assert res[k] > 0
+
+
+def test_shipped_gpu_config_and_sweep_resolve():
+    """configs/gpu_qwen2.5-7b.yaml is a valid config; the scale sweep carries GPU resources and the
+    vLLM memory share per model scale."""
+    from pathlib import Path
+
+    from harness.sweep import expand, load_spec
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "configs" / "gpu_qwen2.5-7b.yaml")
+    assert (cfg.rollout.engine, cfg.model.lora_rank, cfg.algo.rollout_correction) == ("vllm", 64, "tis")
+    runs = expand(load_spec(root / "sweeps" / "gpu_qwen_scales.yaml"))
+    assert len(runs) == 12
+    by_size = {r.point["label.size"]: r for r in runs}
+    assert by_size["7b"].resources["mem_gb"] == 160 and by_size["0.5b"].resources["mem_gb"] == 64
+    assert all(r.resources["gpus_per_node"] == 1 for r in runs)
+    assert by_size["7b"].cfg.rollout.gpu_memory_utilization == 0.35
