@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from . import algos
+from . import algos, distributed
 from .config import AlgoCfg
 from .rollout import sequence_logprobs
 
@@ -52,11 +52,17 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
            + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
 
     c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off).
+    Under data parallel (harness.distributed) the weights are those of the minibatch of all ranks,
+    so summing the ranks' gradients gives the single-process gradient of the combined minibatch.
     Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means).
     """
-    w = algos.AGGREGATIONS[a.aggregation](b.loss_mask, group_size=group_size,
-                                          max_new_tokens=max_new_tokens)           # (B, T)
-    w_pos = algos.positive_nll_weights(b.loss_mask, b.correct) if a.pos_nll_coef > 0 else None
+    # every normaliser over the whole minibatch: of this process, or of all data-parallel ranks
+    w = distributed.global_weights(lambda m: algos.AGGREGATIONS[a.aggregation](
+        m, group_size=group_size, max_new_tokens=max_new_tokens), b.loss_mask)      # (B, T)
+    w_pos = distributed.global_weights(  # VAPO: the correct rows' mask, token-mean weights
+        lambda m: algos.positive_nll_weights(m, torch.ones(len(m), dtype=torch.bool, device=m.device)),
+        b.loss_mask * b.correct.float().unsqueeze(-1)) \
+        if a.pos_nll_coef > 0 else None
     kl_fn = algos.KL_ESTIMATORS[a.kl] if a.kl != "none" else None
     kl_coef_loss = a.kl_coef if a.kl_mode == "loss" else 0.0
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
