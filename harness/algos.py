@@ -42,6 +42,7 @@ OPTIONAL_AXES = {"kl", "rollout_correction"}  # axes whose config value may also
 # Properties of choices that config validation needs (never consulted by name in the loop).
 ADVANTAGE_NEEDS_GROUP: dict[str, bool] = {}
 ADVANTAGE_NEEDS_CRITIC: dict[str, bool] = {}
+ADVANTAGE_GROUP_LOCAL: dict[str, bool] = {}          # a function of each group alone (data parallel)
 RATIO_CONSTANT_PER_RESPONSE: dict[str, bool] = {}    # one value per response (GSPO)
 AGGREGATION_WEIGHTS_BY_LENGTH: dict[str, bool] = {}  # a response's weight grows with its length
 SURROGATE_USES_RATIO: dict[str, bool] = {}
@@ -82,13 +83,14 @@ def _masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Ten
 # ------------------------------------------------------------------------------------------------
 # advantage -> (B, T)
 # ------------------------------------------------------------------------------------------------
-def _register_adv(name: str, needs_group: bool, needs_critic: bool = False):
+def _register_adv(name: str, needs_group: bool, needs_critic: bool = False, group_local: bool = False):
     ADVANTAGE_NEEDS_GROUP[name] = needs_group
     ADVANTAGE_NEEDS_CRITIC[name] = needs_critic
+    ADVANTAGE_GROUP_LOCAL[name] = group_local
     return ADVANTAGES.register(name)
 
 
-@_register_adv("group_norm", needs_group=True)
+@_register_adv("group_norm", needs_group=True, group_local=True)
 def compute_group_norm_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                                  values=None, gamma: float = 1.0, lam=1.0):
     """GRPO: A_i = (r_i - mean_g r) / (std_g r + eps), std unbiased over the G samples of a prompt.
@@ -101,7 +103,7 @@ def compute_group_norm_advantage(rewards, mask, *, group_size: int, eps: float, 
     return _broadcast(adv.reshape(-1), mask)
 
 
-@_register_adv("group_mean", needs_group=True)
+@_register_adv("group_mean", needs_group=True, group_local=True)
 def compute_group_mean_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                                  values=None, gamma: float = 1.0, lam=1.0):
     """Dr. GRPO: A_i = r_i - mean_g r (no std division, which over-weights easy/hard prompts).
@@ -112,7 +114,7 @@ def compute_group_mean_advantage(rewards, mask, *, group_size: int, eps: float, 
     return _broadcast((r - r.mean(-1, keepdim=True)).reshape(-1), mask)
 
 
-@_register_adv("rloo", needs_group=True)
+@_register_adv("rloo", needs_group=True, group_local=True)
 def compute_rloo_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                            values=None, gamma: float = 1.0, lam=1.0):
     """RLOO: A_i = r_i - (1/(G-1)) sum_{j != i} r_j  (= G/(G-1) (r_i - mean_g r)).

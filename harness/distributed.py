@@ -120,6 +120,11 @@ def sum_stats(st: dict) -> dict:
     return {k: (maxs[i] if k.startswith("max_") else sums[i]).item() for i, k in enumerate(keys)}
 
 
+def barrier() -> None:
+    if active():
+        dist.barrier()
+
+
 def any_rank(flag: bool) -> bool:
     """True on every rank if it is True on any (e.g. a wall-clock stop decided by one clock)."""
     if not active():
@@ -127,3 +132,23 @@ def any_rank(flag: bool) -> bool:
     t = torch.tensor([1 if flag else 0], device=_dev())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
+
+
+def check(cfg, world: int) -> None:
+    """What data parallel supports, checked at start-up (one line each)."""
+    from . import algos
+    a, r = cfg.algo, cfg.rollout
+    if world <= 1:
+        return
+    if r.prompts_per_step % world:
+        raise ValueError(f"rollout.prompts_per_step = {r.prompts_per_step}: must be divisible by the "
+                         f"{world} data-parallel processes")
+    if a.minibatches > r.prompts_per_step // world:
+        raise ValueError(f"algo.minibatches = {a.minibatches}: must be <= the prompts per process "
+                         f"({r.prompts_per_step // world}) so every process makes the same updates")
+    if a.group_filter != "none":
+        raise ValueError(f"algo.group_filter = {a.group_filter!r}: not supported with data parallel "
+                         f"yet (processes would keep different numbers of groups)")
+    if not algos.ADVANTAGE_GROUP_LOCAL.get(a.advantage):
+        raise ValueError(f"algo.advantage = {a.advantage!r}: batch-level statistics are not "
+                         f"all-reduced yet; use a group-local estimator with data parallel")

@@ -23,7 +23,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from . import algos
+from . import algos, distributed
 from .config import Config, config_from_dict, dump_yaml
 from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
@@ -69,39 +69,48 @@ def _lr_lambda(cfg: Config, total_updates: int):
 
 
 def _finite(name: str, t: torch.Tensor, step: int) -> None:
-    if not torch.isfinite(t).all():
+    if distributed.any_rank(not bool(torch.isfinite(t).all())):  # every rank stops together
         raise Diverged(name, step)
 
 
 def train(cfg: Config, progress: bool = True) -> dict:
     """Run (or resume) the run described by `cfg`; returns its summary."""
     run_dir = cfg.run_dir()
+    dp = distributed.setup("cuda" if cfg.run.device != "cpu" and torch.cuda.is_available() else "cpu")
+    ckpt_dir = run_dir / "checkpoints"  # rank 0 writes it; every rank resumes from it
+    if not dp.is_main:  # data parallel: other ranks log (identical evals) to a private directory
+        run_dir, progress = run_dir / f".rank{dp.rank}", False
     run_dir.mkdir(parents=True, exist_ok=True)
     with file_lock(run_dir / ".lock"):
-        return _train_locked(cfg, run_dir, progress)
+        return _train_locked(cfg, run_dir, progress, dp, ckpt_dir)
 
 
-def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
+def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.DistInfo,
+                  ckpt_dir: Path) -> dict:
     # ----------------------------------------------------------------------------- setup
-    cfg_path, ckpt_dir = run_dir / "config.yaml", run_dir / "checkpoints"
+    cfg_path = run_dir / "config.yaml"
+    distributed.check(cfg, dp.world)
     if cfg_path.exists():
         saved = config_from_dict(yaml.safe_load(cfg_path.read_text()))
         if saved.run_id() != cfg.run_id():  # pragma: no cover - the run_id is a hash of it
             raise RuntimeError(f"{run_dir} holds a different config")
     else:
         atomic_write_text(cfg_path, dump_yaml(cfg))
-    summary_path = run_dir / "summary.json"
-    if summary_path.exists():
-        prev = json.loads(summary_path.read_text())
+    summary_path, main_summary = run_dir / "summary.json", ckpt_dir.parent / "summary.json"
+    if main_summary.exists():  # rank 0's record decides for every rank
+        prev = json.loads(main_summary.read_text())
         if prev.get("status") == "finished":
             return prev  # never overwrite a finished result
-    ckpt_dir.mkdir(exist_ok=True)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
     item_log = MetricsLog(run_dir / "eval_items.jsonl")  # per-item eval results (bootstrap)
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     device = torch.device(cfg.run.device if cfg.run.device != "auto" else
                           ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and dp.world > 1:  # one GPU per process
+        device = torch.device("cuda", dp.local_rank)
+        torch.cuda.set_device(device)
     summary = {"status": "running", "step": 0, "total_steps": cfg.train.steps,
                "run_id": cfg.run_id(), "run_name": cfg.run_name()}
 
@@ -109,8 +118,12 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         compact = cfg.task.prompt_style == "compact" or (
             cfg.task.prompt_style == "auto" and cfg.model.scale != "pretrained")
         task = make_task(cfg.task, compact=compact)
+        if not dp.is_main:  # data parallel: rank 0 builds (or finds) the cached warm start first
+            distributed.barrier()  # (transformers' save_pretrained writes nothing on rank > 0)
         tok = get_tokenizer(cfg, task.corpus)
         warm_path, warm_info = get_warm_start(cfg, tok, task, progress=progress)
+        if dp.is_main:
+            distributed.barrier()
         summary["warm_start"] = {k: warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops")}
         if cfg.task.chat_template:
             task.use_chat_template(tok)
@@ -191,6 +204,10 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     "compute/wall_s": wall0 + time.time() - t_start,
                     "compute/eval_flops": state["eval_flops"]}
 
+        def save_checkpoint() -> None:
+            if dp.is_main:  # under data parallel every rank holds the same weights
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+
         def run_eval(step: int) -> dict:
             row = {"kind": "eval", "step": step}
             for name, items in eval_sets.items():
@@ -207,7 +224,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
         if ckpt is None:
             last_eval = run_eval(0)  # the warm start: R0 of every curve
-            _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+            save_checkpoint()
         else:
             rows = [x for x in metrics.read() if x.get("kind") == "eval"]
             last_eval = rows[-1] if rows else run_eval(state["step"])
@@ -215,13 +232,13 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             """One step's rollout: (every sampled row, their scores, kept row indices, rounds)."""
             if lagged is not None:  # the policy of min(rollout_lag, updates so far) updates ago
                 load_policy_state(lagged, snapshots[0])
-            def draw(n: int) -> list:
-                got, state["cursor"] = task.take("train", state["cursor"], n)
-                return got
+            def draw(n: int) -> list:  # data parallel: every rank draws all, keeps its share
+                got, state["cursor"] = task.take("train", state["cursor"], n * dp.world)
+                return got[dp.rank::dp.world]
             ro_all, _, scores_all, kept, rounds = collect_groups(
                 lambda prompts: sample_engine.generate(prompts, max_new_tokens=r.max_new_tokens,
                                                 temperature=r.temperature, top_p=r.top_p),
-                draw, task.score, n_groups=r.prompts_per_step, group_size=r.group_size,
+                draw, task.score, n_groups=r.prompts_per_step // dp.world, group_size=r.group_size,
                 group_filter=a.group_filter, max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
             state["flops"] += 2 * n_params * (int(ro_all.prompt_mask.sum()) + ro_all.n_tokens)
             state["tokens"] += ro_all.n_tokens   # discarded generations cost compute too
@@ -314,7 +331,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 pretrain_losses.append(_mean(losses))
             state["value_pretrained"] = state.get("value_pretrained", 0) + 1
             if state["value_pretrained"] == a.value_pretrain_steps:
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+                save_checkpoint()
 
         _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
         bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
@@ -324,7 +341,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         # ------------------------------------------------------------------------- the loop
         for step in range(state["step"] + 1, cfg.train.steps + 1):
             t0 = time.time()
-            torch.manual_seed(step_seed(cfg.run.seed, step))
+            torch.manual_seed(step_seed(cfg.run.seed, step) + dp.rank)
+            flops0, tokens0 = state["flops"], state["tokens"]
 
             # ---- rollout: rounds of P prompts x G samples (group filter, DAPO refill), grouped
             lag = len(snapshots) - 1 if snapshots is not None else 0  # updates behind the policy
@@ -352,6 +370,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     opt.zero_grad(set_to_none=True)
                     st = policy_backward(model, batch.rows(idx), a, group_size=r.group_size,
                                          max_new_tokens=r.max_new_tokens, temperature=r.temperature)
+                    distributed.sum_gradients(model)  # data parallel: the combined minibatch
+                    st = distributed.sum_stats(st)
                     _finite("loss", torch.tensor(st["loss"]), step)
                     if not sums and not mis and lag == 0:  # first update, still the sampling weights:
                         mis = {"mean": st["abs_log_ratio"] / max(st["tokens"], 1.0),  # its ratio is
@@ -373,6 +393,10 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             sync_s = sync_engine() if n_prompts else 0.0  # e.g. vLLM: load the updated weights
 
             # ---- compute accounting and the train row
+            if dp.world > 1:  # every rank's FLOPs and tokens
+                d = distributed.sum_stats({"flops": state["flops"] - flops0,
+                                           "tokens": state["tokens"] - tokens0})
+                state["flops"], state["tokens"] = flops0 + d["flops"], tokens0 + int(d["tokens"])
             state["step"] = step
             dt = time.time() - t0
             correct = scores_all > 0           # every sampled response, kept or filtered
@@ -412,12 +436,13 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             if step % cfg.eval.every == 0 or step == cfg.train.steps:
                 last_eval = run_eval(step)
                 _tb.log(last_eval)
-            wall_up = cfg.train.max_wall_s and (wall0 + time.time() - t_start) >= cfg.train.max_wall_s
+            wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and
+                                           (wall0 + time.time() - t_start) >= cfg.train.max_wall_s)
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up:
                 if wall_up and last_eval["step"] != step:
                     last_eval = run_eval(step)
                 state["wall_s"] = wall0 + time.time() - t_start
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+                save_checkpoint()
                 summary.update(step=step, status="running")
                 write_json(summary_path, summary)
             bar.update(1)
