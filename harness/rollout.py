@@ -106,6 +106,13 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     return logp, entropy
 
 
+def require_engine(name: str) -> None:
+    """Fail early (before a warm start) when the engine's optional dependency is missing."""
+    if name == "vllm":
+        from .rollout_vllm import import_vllm
+        import_vllm()
+
+
 def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase, **opts):
     """The engine named by `rollout.engine` (config validates the name). `opts` (model_path, cfg)
     are for engines that hold their own copy of the weights; such an engine also has

@@ -30,7 +30,7 @@ from .evaluate import evaluate
 from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, write_json
 from .models import (count_params, get_tokenizer, is_lora, load_policy_state, policy_state,
                      prepare_policy, reference_context)
-from .rollout import make_engine, sequence_logprobs
+from .rollout import make_engine, require_engine, sequence_logprobs
 from .tasks import make_task
 from .filters import collect_groups, informative_groups, select_rows
 from .update import StepBatch, policy_backward
@@ -117,6 +117,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
     try:
         compact = cfg.task.prompt_style == "compact" or (
             cfg.task.prompt_style == "auto" and cfg.model.scale != "pretrained")
+        require_engine(cfg.rollout.engine)  # e.g. vLLM missing: say so before any warm-up
         task = make_task(cfg.task, compact=compact)
         if not dp.is_main:  # data parallel: rank 0 builds (or finds) the cached warm start first
             distributed.barrier()  # (transformers' save_pretrained writes nothing on rank > 0)

@@ -275,6 +275,14 @@ def test_vllm_engine_missing_gives_one_line_naming_the_gpu_extra(tmp_path):
         make_engine("vllm", model, tok, model_path=tmp_path, cfg=cfg)
     msg = str(e.value)
     assert "\n" not in msg and "rlablate[gpu]" in msg and "rollout.engine = vllm" in msg
+    # the CLI: one line, exit 1, before any warm-up (run.device=auto is the CPU here)
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--quiet", "model.scale=tiny-0.3m",
+                        "rollout.engine=vllm", "run.device=auto", f"run.results_dir={tmp_path / 'r'}",
+                        f"run.cache_dir={tmp_path / 'c'}"], capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.strip() == f"rlablate: {msg}"
+    assert not (tmp_path / "c" / "warmstart").exists()
 
 
 def test_cache_keyword_follows_the_forward_signature(tmp_path):
