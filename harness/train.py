@@ -158,6 +158,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
             if snapshots is not None:
                 out["lag_snapshots"] = list(snapshots)
             return out
+
         def sync_engine() -> float:
             """Push the policy's weights to an engine that holds its own copy (vLLM); seconds."""
             t = time.time()
