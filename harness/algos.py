@@ -13,6 +13,7 @@ Every function of an axis shares one signature:
 - surrogate   (log_ratio, adv, logp, *, clip_low, clip_high, dual_clip) -> SurrogateOut
 - aggregation (mask, *, group_size, max_new_tokens) -> token weights (B, T); loss = sum(w * loss_t)
 - kl          (logp, logp_ref) -> per-token estimate of KL(pi || pi_ref) (B, T)
+- rollout_correction (logp_train, logp_sampler, mask, *, cap, floor) -> token-loss weights (B, T)
 
 Aggregations return *weights*, not a scalar: every normaliser is computed once over the whole
 minibatch, so splitting it into micro-batches cannot change the gradient.
@@ -31,14 +32,17 @@ RATIOS: Registry = Registry("algo.ratio")
 SURROGATES: Registry = Registry("algo.surrogate")
 AGGREGATIONS: Registry = Registry("algo.aggregation")
 KL_ESTIMATORS: Registry = Registry("algo.kl")
+ROLLOUT_CORRECTIONS: Registry = Registry("algo.rollout_correction")
 
 REGISTRIES = {"advantage": ADVANTAGES, "ratio": RATIOS, "surrogate": SURROGATES,
-              "aggregation": AGGREGATIONS, "kl": KL_ESTIMATORS}
-OPTIONAL_AXES = {"kl"}  # axes whose config value may also be "none" (off)
+              "aggregation": AGGREGATIONS, "kl": KL_ESTIMATORS,
+              "rollout_correction": ROLLOUT_CORRECTIONS}
+OPTIONAL_AXES = {"kl", "rollout_correction"}  # axes whose config value may also be "none" (off)
 
 # Properties of choices that config validation needs (never consulted by name in the loop).
 ADVANTAGE_NEEDS_GROUP: dict[str, bool] = {}
 ADVANTAGE_NEEDS_CRITIC: dict[str, bool] = {}
+ADVANTAGE_GROUP_LOCAL: dict[str, bool] = {}          # a function of each group alone (data parallel)
 RATIO_CONSTANT_PER_RESPONSE: dict[str, bool] = {}    # one value per response (GSPO)
 AGGREGATION_WEIGHTS_BY_LENGTH: dict[str, bool] = {}  # a response's weight grows with its length
 SURROGATE_USES_RATIO: dict[str, bool] = {}
@@ -79,13 +83,14 @@ def _masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Ten
 # ------------------------------------------------------------------------------------------------
 # advantage -> (B, T)
 # ------------------------------------------------------------------------------------------------
-def _register_adv(name: str, needs_group: bool, needs_critic: bool = False):
+def _register_adv(name: str, needs_group: bool, needs_critic: bool = False, group_local: bool = False):
     ADVANTAGE_NEEDS_GROUP[name] = needs_group
     ADVANTAGE_NEEDS_CRITIC[name] = needs_critic
+    ADVANTAGE_GROUP_LOCAL[name] = group_local
     return ADVANTAGES.register(name)
 
 
-@_register_adv("group_norm", needs_group=True)
+@_register_adv("group_norm", needs_group=True, group_local=True)
 def compute_group_norm_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                                  values=None, gamma: float = 1.0, lam=1.0):
     """GRPO: A_i = (r_i - mean_g r) / (std_g r + eps), std unbiased over the G samples of a prompt.
@@ -98,7 +103,7 @@ def compute_group_norm_advantage(rewards, mask, *, group_size: int, eps: float, 
     return _broadcast(adv.reshape(-1), mask)
 
 
-@_register_adv("group_mean", needs_group=True)
+@_register_adv("group_mean", needs_group=True, group_local=True)
 def compute_group_mean_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                                  values=None, gamma: float = 1.0, lam=1.0):
     """Dr. GRPO: A_i = r_i - mean_g r (no std division, which over-weights easy/hard prompts).
@@ -109,7 +114,7 @@ def compute_group_mean_advantage(rewards, mask, *, group_size: int, eps: float, 
     return _broadcast((r - r.mean(-1, keepdim=True)).reshape(-1), mask)
 
 
-@_register_adv("rloo", needs_group=True)
+@_register_adv("rloo", needs_group=True, group_local=True)
 def compute_rloo_advantage(rewards, mask, *, group_size: int, eps: float, token_rewards=None,
                            values=None, gamma: float = 1.0, lam=1.0):
     """RLOO: A_i = r_i - (1/(G-1)) sum_{j != i} r_j  (= G/(G-1) (r_i - mean_g r)).
@@ -428,3 +433,39 @@ def kl_k3(logp, logp_ref):
     Shao et al. 2024, DeepSeekMath (arXiv 2402.03300), Eq. 4."""
     u = logp_ref - logp
     return torch.exp(u) - 1 - u
+
+
+# ------------------------------------------------------------------------------------------------
+# rollout_correction: the sampler (vLLM, bf16 kernels) and the trainer assign different
+# probabilities to the same token under the same weights, so "on-policy" samples are off-policy
+# by the ratio  rho^mis_t = pi_old,trainer(y_t) / pi_sampler(y_t).  The correction is a detached
+# per-token weight on the policy loss; pi_old of the PPO ratio is the trainer's recomputed one.
+# ------------------------------------------------------------------------------------------------
+def mismatch_log_ratio(logp_train: torch.Tensor, logp_sampler: torch.Tensor,
+                       mask: torch.Tensor) -> torch.Tensor:
+    """log rho^mis_t = log pi_trainer(y_t) - log pi_sampler(y_t), 0 on padding (B, T)."""
+    return (logp_train - logp_sampler) * mask
+
+
+@ROLLOUT_CORRECTIONS.register("tis")
+def compute_tis_weight(logp_train, logp_sampler, mask, *, cap: float, floor: float):
+    """Truncated importance sampling (TIS): w_t = min(rho^mis_t, C), detached, so the update is
+
+        grad = E_{y ~ pi_sampler} [ min(pi_old,trainer / pi_sampler, C) * grad L_t ]
+
+    Yao et al. 2025 (F. Yao, L. Liu, D. Zhang, C. Dong, J. Shang, J. Gao), "Your Efficient RL
+    Framework Secretly Brings You Off-Policy RL Training" (blog, fengyao.notion.site/off-policy-rl,
+    Aug 2025; NeurIPS 2025 workshop paper "On the Rollout-Training Mismatch in Modern RL Systems"). verl's rollout_is=token with threshold 2.0 is this weight.
+    """
+    return torch.exp(mismatch_log_ratio(logp_train, logp_sampler, mask)).clamp(max=cap).detach() * mask
+
+
+@ROLLOUT_CORRECTIONS.register("mask")
+def compute_mismatch_mask_weight(logp_train, logp_sampler, mask, *, cap: float, floor: float):
+    """Token masking: w_t = 1 if floor <= rho^mis_t <= cap else 0; tokens on which sampler and
+    trainer disagree too much get no gradient (their loss weight is zeroed; the aggregation's
+    normaliser is unchanged). IcePop, Ling Team 2025, "Every Step Evolves: Scaling RL for
+    Trillion-Scale Thinking Model" (Ring-1T, arXiv 2510.18855): band [0.5, 5].
+    """
+    rho = torch.exp(mismatch_log_ratio(logp_train, logp_sampler, mask))
+    return ((rho >= floor) & (rho <= cap)).to(mask.dtype) * mask

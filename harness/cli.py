@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         except WarmupError as e:
             print(f"rlablate: warm start failed: {e}", file=sys.stderr)
             return EXIT_FAILED
+        except ImportError as e:  # an optional extra is missing (e.g. vLLM); traceback in summary.json
+            print(f"rlablate: {e}", file=sys.stderr)
+            return EXIT_FAILED
         except KeyboardInterrupt:
             print("rlablate: interrupted; run the same command again to resume", file=sys.stderr)
             return EXIT_FAILED

@@ -69,11 +69,36 @@ class ModelCfg:
     path: Optional[str] = F(None, "local path (or hub id where the network allows) of a pretrained "
                             "model and its tokenizer; required iff scale=pretrained")
     max_positions: int = F(128, "context length of tiny models (prompt + response)", lo=16)
+    dtype: Literal["fp32", "bf16"] = F(
+        "fp32", "compute dtype: bf16 runs every forward pass (sampler, trainer, reference) under "
+        "torch.autocast(bfloat16); the LM head follows it unless algo.fp32_lm_head")
+    param_dtype: Literal["fp32", "bf16"] = F(
+        "fp32", "storage dtype of the base weights: fp32 master weights (full fine-tuning) or bf16 "
+        "(halves weight memory; for LoRA, whose adapters always stay fp32); bf16 needs dtype=bf16")
+    gradient_checkpointing: bool = F(False, "recompute activations in the backward pass (less "
+                                     "memory, ~1/3 more compute); non-reentrant torch checkpointing")
+    lora_rank: int = F(0, "LoRA rank r (peft); 0 = full fine-tuning. With LoRA the KL reference is "
+                       "the base model through peft disable_adapter(): no second copy", lo=0)
+    lora_alpha: float = F(16.0, "LoRA alpha (the update is scaled by alpha / r)", lo=0, lo_open=True)
+    lora_dropout: float = F(0.0, "dropout on the LoRA input", lo=0, hi=1)
+    lora_target_modules: list = F(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                   "down_proj"], "module names that get LoRA adapters (Qwen2/Llama "
+                                  "names; all linear layers of the blocks by default)")
 
 
 @dataclass
 class TaskCfg:
-    name: Literal["chain_sum"] = F("chain_sum", "procedural task (reasoning-gym generator)")
+    name: Literal["chain_sum", "math"] = F(
+        "chain_sum", "chain_sum = procedural (reasoning-gym generator); math = GSM8K/MATH-style "
+        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md)")
+    train_path: Optional[str] = F(None, "math: training problems (.jsonl or .parquet)")
+    in_dist_path: Optional[str] = F(None, "math: the in-distribution eval set (e.g. GSM8K test)")
+    held_out_path: Optional[str] = F(None, "math: the held-out eval set (e.g. MATH when training "
+                                     "on GSM8K)")
+    prompt_template: str = F("{problem}\nPut the final answer in \\boxed{}.\n",
+                             "math: the prompt; {problem} is replaced by the item's problem")
+    chat_template: bool = F(False, "math: wrap the prompt in the tokenizer's chat template "
+                            "(instruct models)")
     n_terms: int = F(2, "operands per chain", lo=2, hi=8)
     min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
     max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
@@ -124,7 +149,13 @@ class WarmupCfg:
 
 @dataclass
 class RolloutCfg:
-    engine: Literal["hf"] = F("hf", "rollout engine (hf: batched transformers sampling, KV cache)")
+    engine: Literal["hf", "vllm"] = F(
+        "hf", "rollout engine: hf = batched transformers sampling (KV cache), the CPU default; vllm "
+        "= vLLM in the trainer's process on the same GPU (extra [gpu]), weights synced after each "
+        "step (docs/gpu.md)")
+    gpu_memory_utilization: float = F(0.3, "vllm: fraction of the GPU's memory vLLM may take "
+                                      "(weights + KV cache); the trainer lives in the rest",
+                                      lo=0, hi=1, lo_open=True)
     prompts_per_step: int = F(32, "prompts per RL step", lo=1)
     group_size: int = F(8, "samples per prompt (G)", lo=1)
     max_new_tokens: int = F(48, "generation limit; longer responses are truncated", lo=1)
@@ -193,6 +224,14 @@ class AlgoCfg:
     old_logprobs: Literal["sampler", "recompute"] = F(
         "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
         "forward pass before the update")
+    rollout_correction: str = F(
+        "none", "rollout/train mismatch correction of the token loss by the weight of "
+        "pi_old(trainer) / pi_sampler: tis (truncated IS, cap) or mask (drop tokens outside "
+        "[floor, cap]); needs old_logprobs=recompute; none = off", choices_from="rollout_correction")
+    rollout_correction_cap: float = F(2.0, "tis: the truncation C of min(ratio, C); mask: the upper "
+                                      "bound of the kept band (IcePop 5)", lo=1)
+    rollout_correction_floor: float = F(0.5, "mask: the lower bound of the kept band (IcePop 0.5)",
+                                        lo=0, hi=1, lo_open=True)
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 
@@ -528,6 +567,8 @@ def validate(cfg: Config) -> None:
     if cfg.model.scale != "pretrained" and cfg.model.path:
         raise ConfigError(f"model.path = {cfg.model.path!r}: only allowed with model.scale = "
                           f"pretrained (got {cfg.model.scale})")
+    _validate_model_engine(cfg)
+    _validate_task(cfg)
     if cfg.task.min_digits > cfg.task.max_digits:
         raise ConfigError(f"task.min_digits = {cfg.task.min_digits}: must be <= task.max_digits "
                           f"({cfg.task.max_digits})")
@@ -556,11 +597,75 @@ def validate(cfg: Config) -> None:
     if cfg.algo.old_logprobs == "sampler" and cfg.rollout.top_p < 1.0:
         raise ConfigError(f"algo.old_logprobs = 'sampler': the sampler's log-probs under top_p = "
                           f"{cfg.rollout.top_p} are not the policy's; use old_logprobs=recompute")
-    if cfg.model.scale != "pretrained":
+    if cfg.model.scale != "pretrained" and cfg.task.name == "chain_sum":
         need = _max_prompt_chars(cfg) + cfg.rollout.max_new_tokens + 2
         if need > cfg.model.max_positions:
             raise ConfigError(f"model.max_positions = {cfg.model.max_positions}: prompt + "
                               f"rollout.max_new_tokens needs {need}")
+
+
+LORA_KEYS = ("lora_alpha", "lora_dropout", "lora_target_modules")
+MATH_KEYS = ("train_path", "in_dist_path", "held_out_path", "prompt_template", "chat_template")
+
+
+def _validate_model_engine(cfg: Config) -> None:
+    """Numerics, LoRA and the rollout engine."""
+    m, a = cfg.model, cfg.algo
+    if m.param_dtype == "bf16" and m.dtype != "bf16":
+        raise ConfigError("model.param_dtype = 'bf16': needs model.dtype = bf16 (bf16 weights under "
+                          "fp32 compute would only add casts)")
+    if m.lora_rank == 0:
+        for key in LORA_KEYS:
+            if getattr(m, key) != getattr(ModelCfg(), key):
+                raise ConfigError(f"model.{key} = {getattr(m, key)!r}: only used with LoRA "
+                                  f"(model.lora_rank > 0)")
+    if not m.lora_target_modules or not all(isinstance(x, str) and x for x in m.lora_target_modules):
+        raise ConfigError(f"model.lora_target_modules = {m.lora_target_modules!r}: expected a "
+                          f"non-empty list of module names, e.g. [q_proj, v_proj]")
+    if cfg.rollout.engine == "vllm":
+        if cfg.run.device == "cpu":
+            raise ConfigError("rollout.engine = 'vllm': vLLM needs a CUDA device; set run.device = "
+                              "cuda (or auto)")
+        if a.rollout_lag > 0:
+            raise ConfigError(f"algo.rollout_lag = {a.rollout_lag}: the simulated lag keeps a second "
+                              f"HF model as sampler; use rollout.engine = hf")
+        if a.fp32_lm_head:
+            raise ConfigError("algo.fp32_lm_head = true: vLLM computes its LM head in the model's "
+                              "dtype, so the switch would reach the trainer only; use rollout.engine "
+                              "= hf, or fp32_lm_head = false (and algo.rollout_correction)")
+    elif cfg.rollout.gpu_memory_utilization != RolloutCfg().gpu_memory_utilization:
+        raise ConfigError(f"rollout.gpu_memory_utilization = {cfg.rollout.gpu_memory_utilization}: "
+                          f"only used with rollout.engine = vllm")
+    if a.rollout_correction != "none" and a.old_logprobs != "recompute":
+        raise ConfigError(f"algo.rollout_correction = {a.rollout_correction!r}: needs algo.old_logprobs "
+                          f"= recompute (with the sampler's log-probs as pi_old the PPO ratio already "
+                          f"is pi / pi_sampler, and there is no trainer pi_old to correct)")
+    base = AlgoCfg()
+    if a.rollout_correction == "none" and (a.rollout_correction_cap != base.rollout_correction_cap or
+                                           a.rollout_correction_floor != base.rollout_correction_floor):
+        raise ConfigError("algo.rollout_correction_cap/floor: only used when algo.rollout_correction "
+                          "is tis or mask (it is none)")
+    if a.rollout_correction == "tis" and a.rollout_correction_floor != base.rollout_correction_floor:
+        raise ConfigError(f"algo.rollout_correction_floor = {a.rollout_correction_floor}: tis truncates "
+                          f"only above (min(ratio, cap)); the floor is used by mask")
+
+
+def _validate_task(cfg: Config) -> None:
+    t = cfg.task
+    if t.name == "math":
+        for key in ("train_path", "in_dist_path", "held_out_path"):
+            if not getattr(t, key):
+                raise ConfigError(f"task.{key} = None: required when task.name = math (a .jsonl or "
+                                  f".parquet file; schema in docs/tasks.md)")
+        if "{problem}" not in t.prompt_template:
+            raise ConfigError(f"task.prompt_template = {t.prompt_template!r}: must contain {{problem}}")
+        if t.chat_template and cfg.model.scale != "pretrained":
+            raise ConfigError("task.chat_template = true: tiny models have no chat template; needs "
+                              "model.scale = pretrained")
+    else:
+        for key in MATH_KEYS:
+            if getattr(t, key) != getattr(TaskCfg(), key):
+                raise ConfigError(f"task.{key} = {getattr(t, key)!r}: only used with task.name = math")
 
 
 CRITIC_KEYS = ("gamma", "lam_policy", "lam_critic", "lam_alpha", "critic_lr", "value_pretrain_steps")

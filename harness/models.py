@@ -11,6 +11,10 @@ Tiny models (random init, no download) form the `model.scale` axis:
 | tiny-1m    | 128    | 4      | 4     | 384  | ~0.86M                   |
 | tiny-4m    | 256    | 5      | 8     | 768  | ~4.3M                    |
 
+`prepare_policy` then applies the GPU-path options of `model.*` to either kind: bf16 weights and
+autocast, the fp32 LM head, gradient checkpointing and LoRA (peft). With LoRA the KL reference is
+the same model with its adapters disabled (`reference_context`), never a second copy.
+
 The tokenizer of tiny models is trained locally with HF `tokenizers` on the task's own text
 (a character-level WordLevel model: every symbol of the task is one token), cached by content hash
 and saved in HF format.
@@ -18,7 +22,10 @@ and saved in HF format.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import inspect
 import json
 import os
 from pathlib import Path
@@ -30,6 +37,9 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Llama
 
 from .config import Config
 from .io import file_lock
+from .numerics import use_fp32_lm_head
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 TINY_SCALES = {
     "tiny-0.3m": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=256),
@@ -85,7 +95,7 @@ def tiny_model_config(cfg: Config, tok: PreTrainedTokenizerFast):
 def build_model(cfg: Config, tok: PreTrainedTokenizerFast, init_seed: int) -> PreTrainedModel:
     """Tiny: random init from a transformers config under `init_seed`. Pretrained: from_pretrained."""
     if cfg.model.scale == "pretrained":
-        model = AutoModelForCausalLM.from_pretrained(cfg.model.path, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32)
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
@@ -98,10 +108,132 @@ def build_model(cfg: Config, tok: PreTrainedTokenizerFast, init_seed: int) -> Pr
 def load_model(path: str | Path) -> PreTrainedModel:
     """Load a saved (e.g. warm-started) model directory."""
     AutoConfig.from_pretrained(path)  # fail early with transformers' own message
-    return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32,
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                 attn_implementation="sdpa")
 
 
 def count_params(model: torch.nn.Module) -> int:
     """N in the FLOP estimates: all parameters, tied embeddings counted once."""
     return sum(p.numel() for p in model.parameters())
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU-path options: dtype and autocast, fp32 head, gradient checkpointing, LoRA
+# ------------------------------------------------------------------------------------------------
+def use_autocast(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
+    """Run `model.forward` (and so `generate`, the trainer's and the reference's forward passes)
+    under torch.autocast(dtype) on whatever device the weights are on. In place; returns `model`."""
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def forward(*args, **kwargs):
+        with torch.autocast(next(model.parameters()).device.type, dtype=dtype):
+            return inner(*args, **kwargs)
+
+    model.forward = forward
+    return model
+
+
+def prepare_policy(model: PreTrainedModel, cfg: Config) -> torch.nn.Module:
+    """Apply model.param_dtype, model.dtype (autocast), algo.fp32_lm_head,
+    model.gradient_checkpointing and model.lora_* to a loaded model, in that order. Returns the
+    model to train (a peft `PeftModel` when LoRA is on: only the adapters require grad)."""
+    m = cfg.model
+    if m.param_dtype != "fp32":
+        model = model.to(DTYPES[m.param_dtype])
+    if cfg.algo.fp32_lm_head:
+        use_fp32_lm_head(model)
+    if m.dtype != "fp32":
+        use_autocast(model, DTYPES[m.dtype])
+    if m.gradient_checkpointing:
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24's name
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if m.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(
+            r=m.lora_rank, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
+            target_modules=list(m.lora_target_modules), task_type="CAUSAL_LM", bias="none"))
+    return model
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    return hasattr(model, "disable_adapter") and hasattr(model, "peft_config")
+
+
+def reference_context(model: torch.nn.Module):
+    """Context in which `model` computes the frozen reference policy: a LoRA model with its
+    adapters disabled (= the base weights, no second copy); any other model as it is."""
+    return model.disable_adapter() if is_lora(model) else contextlib.nullcontext()
+
+
+def policy_state(model: torch.nn.Module) -> dict:
+    """What a checkpoint (or a lagged policy version) needs: every weight, or with LoRA only the
+    adapter weights (the base is the warm start, restored from its cache). CPU copies."""
+    sd = model.state_dict()
+    if is_lora(model):
+        sd = {k: v for k, v in sd.items() if "lora_" in k}
+    return {k: v.detach().to("cpu", copy=True) for k, v in sd.items()}
+
+
+def load_policy_state(model: torch.nn.Module, state: dict) -> None:
+    """Inverse of `policy_state` (strict: every saved key must exist, and without LoRA every
+    model key must be saved)."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or (missing and not is_lora(model)) or \
+            any("lora_" in k for k in missing):
+        raise RuntimeError(f"policy state does not match the model: missing {missing[:3]}, "
+                           f"unexpected {unexpected[:3]}")
+
+
+def iter_export_weights(model: torch.nn.Module):
+    """(name, tensor) of the policy's weights under the plain transformers names, LoRA merged in
+    (W + scale B A), one tensor at a time (a merged copy of one matrix at a time, not of the
+    model), without mutating the model (an in-place merge/unmerge would round a bf16 base twice).
+    This is what the vLLM engine loads after each update."""
+    if not is_lora(model):
+        yield from ((k, v.detach()) for k, v in model.state_dict().items())
+        return
+    from peft.tuners.lora import LoraLayer
+    base = model.get_base_model()
+    layers = {name: mod for name, mod in base.named_modules() if isinstance(mod, LoraLayer)}
+    for key, value in base.state_dict().items():
+        if "lora_" in key:
+            continue
+        mod = layers.get(key.rsplit(".base_layer.", 1)[0]) if key.endswith(".base_layer.weight") else None
+        if mod is not None and not mod.disable_adapters and not mod.merged:
+            with torch.no_grad():
+                value = value + mod.get_delta_weight(mod.active_adapters[0]).to(value.dtype)
+        yield key.replace(".base_layer.", "."), value.detach()
+
+
+def export_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`iter_export_weights` as a dict (all merged copies at once: for tests and small models)."""
+    return dict(iter_export_weights(model))
+
+
+def forward_params(model: torch.nn.Module) -> tuple[str, bool]:
+    """(name of the forward's KV-cache keyword, whether forward takes `logits_to_keep`), read once
+    per model class from the class's signature (an autocast wrapper or a peft model hides it):
+    transformers >= 5.24 calls the cache `cache=` (the old `past_key_values=` is deprecated until
+    5.40); earlier releases only know `past_key_values=`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model
+    return _forward_params(type(base))
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_params(cls) -> tuple[str, bool]:
+    params = inspect.signature(cls.forward).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
+
+
+def cache_kwargs(model: torch.nn.Module, cache) -> dict:
+    """The forward keyword argument for a KV cache, under the name this transformers uses."""
+    return {forward_params(model)[0]: cache}
+
+
+def output_cache(out):
+    """The KV cache of a forward output under either name (`cache`, older `past_key_values`)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)

@@ -3,7 +3,7 @@
 Every engine returns a `Rollout` with the same fields, so the loop does not care who sampled.
 `HFEngine` samples with the transformers model's own forward and KV cache, in a decode loop of
 its own (batched; shared prompts prefilled once; finished rows leave the batch). A vLLM engine plugs into the
-same interface (issue: GPU path) and is imported lazily, never on CPU.
+same interface (`harness/rollout_vllm.py`) and is imported lazily, never on CPU.
 
 Also here: `sequence_logprobs`, the one teacher-forced forward pass the trainer uses, with the same
 position ids the sampler used (left padding), so a recomputed log-prob matches the sampler's.
@@ -11,13 +11,13 @@ position ids the sampler used (left padding), so a recomputed log-prob matches t
 
 from __future__ import annotations
 
-import functools
-import inspect
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .models import forward_params, output_cache
 
 
 @dataclass
@@ -69,13 +69,13 @@ class HFEngine:
     def __init__(self, model: PreTrainedModel, tok: PreTrainedTokenizerBase):
         self.model = model
         self.tok = tok
-        self._cache_kw, has_keep = _model_kwargs(model)
+        self._cache_kw, has_keep = forward_params(model)
         self._keep_last = {"logits_to_keep": 1} if has_keep else {}
 
     def _forward(self, ids, attn, pos, cache, **kw):
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
                          **{self._cache_kw: cache}, **kw)
-        return out.logits[:, -1], _cache_of(out)
+        return out.logits[:, -1], output_cache(out)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float,
@@ -154,24 +154,6 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[tor
     return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
 
 
-def _model_kwargs(model) -> tuple[str, bool]:
-    """(name of the forward's KV-cache argument, whether it takes `logits_to_keep`), read once per
-    model class from the signature: transformers 5.24 renamed `past_key_values` to `cache`."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft model
-    return _forward_params(type(base))
-
-
-@functools.lru_cache(maxsize=None)
-def _forward_params(cls) -> tuple[str, bool]:
-    params = inspect.signature(cls.forward).parameters
-    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
-
-
-def _cache_of(out):
-    cache = out.get("cache", None)
-    return cache if cache is not None else out.past_key_values
-
-
 def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                       response_ids: torch.Tensor, response_mask: torch.Tensor,
                       temperature: float = 1.0, with_entropy: bool = False):
@@ -191,7 +173,7 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     lead = int(prompt_mask.any(0).nonzero().min()) if prompt_mask.any() else 0   # leading padding
     prompt_ids, prompt_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
     response_ids, response_mask = response_ids[:, :tr], response_mask[:, :tr]
-    cache_kw, has_keep = _model_kwargs(model)
+    cache_kw, has_keep = forward_params(model)
     new = torch.ones(B, dtype=torch.bool, device=prompt_ids.device)          # row starts a new prompt
     new[1:] = ((prompt_ids[1:] != prompt_ids[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(-1)
     if bool(new.all()):  # no shared prompts: one pass over prompt + response
@@ -209,7 +191,7 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
                     use_cache=True, **({"logits_to_keep": 1} if has_keep else {}))
         logits = out.logits[:, -1:][expand]                                      # predicts token 0
         if tr > 1:
-            cache = _cache_of(out)
+            cache = output_cache(out)
             cache.reorder_cache(expand)                                          # (U, ...) -> (B, ...)
             pos = prompt_mask.sum(-1, keepdim=True) + torch.arange(tr - 1, device=prompt_ids.device)
             rest = model(input_ids=response_ids[:, :-1], position_ids=pos, use_cache=True,
@@ -225,7 +207,18 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     return F.pad(logp, pad), F.pad(entropy, pad)
 
 
-def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase) -> HFEngine:
-    """The engine named by `rollout.engine` (config validates the name)."""
-    engines = {"hf": HFEngine}
-    return engines[name](model, tok)
+def require_engine(name: str) -> None:
+    """Fail early (before a warm start) when the engine's optional dependency is missing."""
+    if name == "vllm":
+        from .rollout_vllm import import_vllm
+        import_vllm()
+
+
+def make_engine(name: str, model: PreTrainedModel, tok: PreTrainedTokenizerBase, **opts):
+    """The engine named by `rollout.engine` (config validates the name). `opts` (model_path, cfg)
+    are for engines that hold their own copy of the weights; such an engine also has
+    `sync_weights(model)`, which the loop calls after every step's updates."""
+    if name == "vllm":  # imported lazily: an optional extra ([gpu]) that needs CUDA
+        from .rollout_vllm import VLLMEngine
+        return VLLMEngine(model, tok, **opts)
+    return HFEngine(model, tok)

@@ -134,7 +134,11 @@ class ChainSumTask:
         return texts
 
 
-def make_task(cfg: TaskCfg, compact: bool) -> ChainSumTask:
+def make_task(cfg: TaskCfg, compact: bool):
+    """The task named by `task.name`: chain_sum here, math in `harness.math_tasks`."""
     if cfg.name == "chain_sum":
         return ChainSumTask(cfg, compact)
+    if cfg.name == "math":
+        from .math_tasks import MathTask
+        return MathTask(cfg)
     raise ValueError(f"task.name = {cfg.name!r}")  # unreachable: config validates the name

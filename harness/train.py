@@ -25,17 +25,17 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from . import algos, faults
+from . import algos, distributed, faults
 from .config import Config, config_from_dict, dump_yaml
 from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
 from .io import (CheckpointError, MetricsLog, atomic_write_text, file_lock, load_checkpoint_file,
                  remove_stale_tmp, save_checkpoint_file, write_json)
-from .models import count_params, get_tokenizer
-from .rollout import make_engine, sequence_logprobs
+from .models import (count_params, get_tokenizer, is_lora, load_policy_state, policy_state,
+                     prepare_policy, reference_context)
+from .rollout import make_engine, require_engine, sequence_logprobs
 from .tasks import make_task
 from .filters import collect_groups, informative_groups, select_rows
-from .numerics import use_fp32_lm_head
 from .update import StepBatch, policy_backward
 from .warmstart import get_warm_start, load_warm_model
 
@@ -72,34 +72,41 @@ def _lr_lambda(cfg: Config, total_updates: int):
 
 
 def _finite(name: str, t: torch.Tensor, step: int) -> None:
-    if not torch.isfinite(faults.poison(name, step, t)).all():  # poison: test-only, see faults.py
+    # every rank stops together; poison is test-only (see faults.py)
+    if distributed.any_rank(not bool(torch.isfinite(faults.poison(name, step, t)).all())):
         raise Diverged(name, step)
 
 
 def train(cfg: Config, progress: bool = True) -> dict:
     """Run (or resume) the run described by `cfg`; returns its summary."""
     run_dir = cfg.run_dir()
+    dp = distributed.setup("cuda" if cfg.run.device != "cpu" and torch.cuda.is_available() else "cpu")
+    ckpt_dir = run_dir / "checkpoints"  # rank 0 writes it; every rank resumes from it
+    if not dp.is_main:  # data parallel: other ranks log (identical evals) to a private directory
+        run_dir, progress = run_dir / f".rank{dp.rank}", False
     run_dir.mkdir(parents=True, exist_ok=True)
     faults.set_run(cfg.run_id())
     with file_lock(run_dir / ".lock"):
-        return _train_locked(cfg, run_dir, progress)
+        return _train_locked(cfg, run_dir, progress, dp, ckpt_dir)
 
 
-def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
+def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.DistInfo,
+                  ckpt_dir: Path) -> dict:
     # ----------------------------------------------------------------------------- setup
-    cfg_path, ckpt_dir = run_dir / "config.yaml", run_dir / "checkpoints"
+    cfg_path = run_dir / "config.yaml"
+    distributed.check(cfg, dp.world)
     if cfg_path.exists():
         saved = config_from_dict(yaml.safe_load(cfg_path.read_text()))
         if saved.run_id() != cfg.run_id():  # pragma: no cover - the run_id is a hash of it
             raise RuntimeError(f"{run_dir} holds a different config")
     else:
         atomic_write_text(cfg_path, dump_yaml(cfg))
-    summary_path = run_dir / "summary.json"
-    if summary_path.exists():
-        prev = json.loads(summary_path.read_text())
+    summary_path, main_summary = run_dir / "summary.json", ckpt_dir.parent / "summary.json"
+    if main_summary.exists():  # rank 0's record decides for every rank
+        prev = json.loads(main_summary.read_text())
         if prev.get("status") == "finished":
             return prev  # never overwrite a finished result
-    ckpt_dir.mkdir(exist_ok=True)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
     for d in (run_dir, ckpt_dir):  # temp files of a killed writer are never data
         remove_stale_tmp(d)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
@@ -108,41 +115,48 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         torch.set_num_threads(cfg.run.threads)
     device = torch.device(cfg.run.device if cfg.run.device != "auto" else
                           ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and dp.world > 1:  # one GPU per process
+        device = torch.device("cuda", dp.local_rank)
+        torch.cuda.set_device(device)
     summary = {"status": "running", "step": 0, "total_steps": cfg.train.steps,
                "run_id": cfg.run_id(), "run_name": cfg.run_name()}
 
     try:
         compact = cfg.task.prompt_style == "compact" or (
             cfg.task.prompt_style == "auto" and cfg.model.scale != "pretrained")
+        require_engine(cfg.rollout.engine)  # e.g. vLLM missing: say so before any warm-up
         task = make_task(cfg.task, compact=compact)
+        if not dp.is_main:  # data parallel: rank 0 builds (or finds) the cached warm start first
+            distributed.barrier()  # (transformers' save_pretrained writes nothing on rank > 0)
         tok = get_tokenizer(cfg, task.corpus)
         warm_path, warm_info = get_warm_start(cfg, tok, task, progress=progress)
+        if dp.is_main:
+            distributed.barrier()
         summary["warm_start"] = {k: warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops")}
-        model = load_warm_model(warm_path, device)
+        if cfg.task.chat_template:
+            task.use_chat_template(tok)
+        # dtype/autocast, fp32 head, gradient checkpointing, LoRA (models.prepare_policy)
+        model = prepare_policy(load_warm_model(warm_path, device), cfg)
         model.train()
         n_params = count_params(model)
-        ref_model = None  # the frozen warm start, loaded only when a KL term needs it
-        if cfg.algo.kl != "none":
-            ref_model = load_warm_model(warm_path, device).eval().requires_grad_(False)
-        for m_ in (model, ref_model):
-            if m_ is not None and cfg.algo.fp32_lm_head:
-                use_fp32_lm_head(m_)
+        ref_model = None  # the frozen warm start, only when a KL term needs it; with LoRA it is the
+        if cfg.algo.kl != "none":  # policy itself with its adapters disabled (reference_context)
+            ref_model = model if is_lora(model) else \
+                prepare_policy(load_warm_model(warm_path, device), cfg).eval().requires_grad_(False)
         critic = critic_opt = None  # a separate value model, only for critic-based advantages (gae)
         if algos.ADVANTAGE_NEEDS_CRITIC.get(cfg.algo.advantage, False):
             critic = ValueModel(load_warm_model(warm_path, device)).to(device)
             critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=0.0,
                                            betas=(cfg.optim.beta1, cfg.optim.beta2))
         n_critic = count_params(critic) if critic is not None else 0
-        engine = make_engine(cfg.rollout.engine, model, tok)
+        engine = make_engine(cfg.rollout.engine, model, tok, model_path=warm_path, cfg=cfg)
         # PipelineRL-style asynchrony, simulated in-process: rollouts come from the policy of
         # `rollout_lag` optimizer updates ago (a second copy of the model loaded from a snapshot).
         sample_engine, lagged, snapshots = engine, None, None
         if cfg.algo.rollout_lag > 0:
-            lagged = load_warm_model(warm_path, device).eval().requires_grad_(False)
-            if cfg.algo.fp32_lm_head:
-                use_fp32_lm_head(lagged)
+            lagged = prepare_policy(load_warm_model(warm_path, device), cfg).eval().requires_grad_(False)
             sample_engine = make_engine(cfg.rollout.engine, lagged, tok)
-            snapshots = deque([_cpu_state(model)], maxlen=cfg.algo.rollout_lag + 1)
+            snapshots = deque([policy_state(model)], maxlen=cfg.algo.rollout_lag + 1)
 
         def extra_state() -> dict:
             """Checkpointed besides the policy: the critic and its optimizer, the lagged versions."""
@@ -151,10 +165,20 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             if snapshots is not None:
                 out["lag_snapshots"] = list(snapshots)
             return out
+
+        def sync_engine() -> float:
+            """Push the policy's weights to an engine that holds its own copy (vLLM); seconds."""
+            t = time.time()
+            for e in {id(engine): engine, id(sample_engine): sample_engine}.values():
+                if hasattr(e, "sync_weights"):  # HFEngine samples with the policy object itself
+                    e.sync_weights(model)
+            return time.time() - t
+
         eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
         a, r = cfg.algo, cfg.rollout
         updates_per_step = a.epochs * a.minibatches
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
+        trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters
+        opt = torch.optim.AdamW(trainable, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
                                 betas=(cfg.optim.beta1, cfg.optim.beta2))
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, _lr_lambda(cfg, cfg.train.steps * updates_per_step))
@@ -163,7 +187,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         # ------------------------------------------------------------------------- resume
         ckpt = _load_checkpoint(ckpt_dir)
         if ckpt is not None:
-            model.load_state_dict(ckpt["model"])
+            load_policy_state(model, ckpt["model"])
             if critic is not None:
                 critic.load_state_dict(ckpt["critic"])
                 critic_opt.load_state_dict(ckpt["critic_optim"])
@@ -180,12 +204,18 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         else:
             metrics.truncate_after(-1)
             item_log.truncate_after(-1)
+        if ckpt is not None:  # an engine with its own copy was built from the warm start's files
+            sync_engine()
         t_start, wall0 = time.time(), state["wall_s"]
 
         def compute_cols() -> dict:
             return {"compute/flops": state["flops"], "compute/tokens": state["tokens"],
                     "compute/wall_s": wall0 + time.time() - t_start,
                     "compute/eval_flops": state["eval_flops"]}
+
+        def save_checkpoint() -> None:
+            if dp.is_main:  # under data parallel every rank holds the same weights
+                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
 
         def run_eval(step: int) -> dict:
             row = {"kind": "eval", "step": step}
@@ -203,28 +233,31 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
 
         if ckpt is None:
             last_eval = run_eval(0)  # the warm start: R0 of every curve
-            _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+            save_checkpoint()
         else:
             rows = [x for x in metrics.read() if x.get("kind") == "eval"]
             last_eval = rows[-1] if rows else run_eval(state["step"])
         def sample() -> tuple:
             """One step's rollout: (every sampled row, their scores, kept row indices, rounds)."""
             if lagged is not None:  # the policy of min(rollout_lag, updates so far) updates ago
-                lagged.load_state_dict(snapshots[0])
-            def draw(n: int) -> list:
-                got, state["cursor"] = task.take("train", state["cursor"], n)
-                return got
+                load_policy_state(lagged, snapshots[0])
+            def draw(n: int) -> list:  # data parallel: every rank draws all, keeps its share
+                got, state["cursor"] = task.take("train", state["cursor"], n * dp.world)
+                return got[dp.rank::dp.world]
             ro_all, _, scores_all, kept, rounds = collect_groups(
                 lambda prompts: sample_engine.generate(prompts, max_new_tokens=r.max_new_tokens,
                                                 temperature=r.temperature, top_p=r.top_p),
-                draw, task.score, n_groups=r.prompts_per_step, group_size=r.group_size,
+                draw, task.score, n_groups=r.prompts_per_step // dp.world, group_size=r.group_size,
                 group_filter=a.group_filter, max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
             state["flops"] += 2 * n_params * (int(ro_all.prompt_mask.sum()) + ro_all.n_tokens)
             state["tokens"] += ro_all.n_tokens   # discarded generations cost compute too
             return ro_all, scores_all, kept, rounds
 
         def prepare(ro, rewards, scores, mask, loss_mask, step: int) -> tuple:
-            """pi_old, the reference log-probs, critic values, advantages: (StepBatch, explained var)."""
+            """pi_old, the reference log-probs, critic values, advantages, the rollout/train
+            mismatch correction: (StepBatch, explained var, mismatch stats)."""
+            mis: dict = {}
+            correction = None
             if a.old_logprobs == "sampler":  # the sampler's own log-probs, or one extra forward pass
                 logp_old = ro.logprobs
             else:
@@ -232,9 +265,17 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     logp_old, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask,
                                                     ro.response_ids, ro.response_mask, r.temperature)
                 state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+                if lag == 0:  # trainer vs sampler under the same weights: the mismatch itself
+                    lr = algos.mismatch_log_ratio(logp_old, ro.logprobs, mask).abs()
+                    mis = {"mean": (lr.sum() / mask.sum().clamp(min=1)).item(), "max": lr.max().item()}
+                if a.rollout_correction != "none":
+                    correction = algos.ROLLOUT_CORRECTIONS[a.rollout_correction](
+                        logp_old, ro.logprobs, mask, cap=a.rollout_correction_cap,
+                        floor=a.rollout_correction_floor)
+                    mis["weight"] = ((correction * mask).sum() / mask.sum().clamp(min=1)).item()
             logp_ref = token_rewards = None
             if ref_model is not None:  # only when a KL term is configured
-                with torch.no_grad():
+                with torch.no_grad(), reference_context(ref_model):
                     logp_ref, _ = sequence_logprobs(ref_model, ro.prompt_ids, ro.prompt_mask,
                                                     ro.response_ids, ro.response_mask, r.temperature)
                 state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
@@ -253,7 +294,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             ev = explained_variance(values, value_targets, loss_mask) if critic is not None else None
             return StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                              loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
-                             logp_ref=logp_ref, value_targets=value_targets), ev
+                             logp_ref=logp_ref, value_targets=value_targets,
+                             correction=correction), ev, mis
 
         def critic_targets(ro, rewards, mask, token_rewards) -> tuple:
             """Values of the critic (no grad) and its lambda_critic-return targets."""
@@ -298,7 +340,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                 pretrain_losses.append(_mean(losses))
             state["value_pretrained"] = state.get("value_pretrained", 0) + 1
             if state["value_pretrained"] == a.value_pretrain_steps:
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+                save_checkpoint()
 
         _tb = _TB(run_dir / "tb", purge_step=state["step"] + 1)
         bar = tqdm(total=cfg.train.steps, initial=state["step"], desc=cfg.run_name()[:30],
@@ -308,7 +350,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         # ------------------------------------------------------------------------- the loop
         for step in range(state["step"] + 1, cfg.train.steps + 1):
             t0 = time.time()
-            torch.manual_seed(step_seed(cfg.run.seed, step))
+            torch.manual_seed(step_seed(cfg.run.seed, step) + dp.rank)
+            flops0, tokens0 = state["flops"], state["tokens"]
 
             # ---- rollout: rounds of P prompts x G samples (group filter, DAPO refill), grouped
             lag = len(snapshots) - 1 if snapshots is not None else 0  # updates behind the policy
@@ -325,9 +368,9 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             stats = {"loss": [], "grad_norm": [], "value_loss": []}
             sums: dict = {}
             n_prompts = len(kept) // r.group_size  # a filtered step may keep no group: no update
-            ev = None
+            ev, mis = None, {}
             if n_prompts:
-                batch, ev = prepare(ro, rewards, scores, mask, loss_mask, step)
+                batch, ev, mis = prepare(ro, rewards, scores, mask, loss_mask, step)
 
             # ---- K epochs x M minibatches of whole groups (x micro-batches inside policy_backward)
             for _epoch in range(a.epochs if n_prompts else 0):
@@ -337,14 +380,19 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     opt.zero_grad(set_to_none=True)
                     st = policy_backward(model, batch.rows(idx), a, group_size=r.group_size,
                                          max_new_tokens=r.max_new_tokens, temperature=r.temperature)
+                    distributed.sum_gradients(model)  # data parallel: the combined minibatch
+                    st = distributed.sum_stats(st)
                     _finite("loss", torch.tensor(st["loss"]), step)
+                    if not sums and not mis and lag == 0:  # first update, still the sampling weights:
+                        mis = {"mean": st["abs_log_ratio"] / max(st["tokens"], 1.0),  # its ratio is
+                               "max": st["max_abs_log_ratio"]}  # the mismatch (this minibatch's tokens)
                     gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip
                                                         if cfg.optim.grad_clip > 0 else float("inf"))
                     opt.step()
                     sched.step()
                     faults.point("update", step)
                     if snapshots is not None:
-                        snapshots.append(_cpu_state(model))
+                        snapshots.append(policy_state(model))
                     stats["loss"].append(st["loss"])
                     stats["grad_norm"].append(gn.item())
                     for k, v in st.items():
@@ -353,7 +401,13 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                     if critic is not None:  # the critic's update on the same minibatch
                         critic_step(batch.rows(idx), stats["value_loss"])
 
+            sync_s = sync_engine() if n_prompts else 0.0  # e.g. vLLM: load the updated weights
+
             # ---- compute accounting and the train row
+            if dp.world > 1:  # every rank's FLOPs and tokens
+                d = distributed.sum_stats({"flops": state["flops"] - flops0,
+                                           "tokens": state["tokens"] - tokens0})
+                state["flops"], state["tokens"] = flops0 + d["flops"], tokens0 + int(d["tokens"])
             state["step"] = step
             dt = time.time() - t0
             correct = scores_all > 0           # every sampled response, kept or filtered
@@ -377,6 +431,10 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                    "loss/value": _mean(stats["value_loss"]), "value/explained_var": ev,
                    "loss/pos_nll": sums["pos_nll"] / len(stats["loss"])
                    if a.pos_nll_coef > 0 and stats["loss"] else None,
+                   "rollout/mismatch_log_ratio_abs_mean": mis.get("mean"),
+                   "rollout/mismatch_log_ratio_abs_max": mis.get("max"),
+                   "rollout/correction_weight_mean": mis.get("weight"),
+                   "perf/weight_sync_s": sync_s,
                    "policy/grad_norm": _mean(stats["grad_norm"]), "optim/lr": sched.get_last_lr()[0],
                    "perf/step_s": dt, "perf/tokens_per_s": ro_all.n_tokens / max(dt, 1e-9)}
             if pretrain_losses:  # once, in the first row after VAPO value pretraining
@@ -389,12 +447,13 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             if step % cfg.eval.every == 0 or step == cfg.train.steps:
                 last_eval = run_eval(step)
                 _tb.log(last_eval)
-            wall_up = cfg.train.max_wall_s and (wall0 + time.time() - t_start) >= cfg.train.max_wall_s
+            wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and
+                                           (wall0 + time.time() - t_start) >= cfg.train.max_wall_s)
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up:
                 if wall_up and last_eval["step"] != step:
                     last_eval = run_eval(step)
                 state["wall_s"] = wall0 + time.time() - t_start
-                _save_checkpoint(ckpt_dir, model, opt, sched, state, extra_state())
+                save_checkpoint()
                 summary.update(step=step, status="running")
                 write_json(summary_path, summary)
             bar.update(1)
@@ -430,11 +489,6 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _cpu_state(model) -> dict:
-    """A detached CPU copy of the weights (a policy version for the rollout lag)."""
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-
 def _per_token(sums: dict, key: str) -> float | None:
     """A per-token mean over every update of the step, from policy_backward's sums."""
     return sums[key] / sums["tokens"] if sums.get("tokens") else None
@@ -444,7 +498,7 @@ def _per_token(sums: dict, key: str) -> float | None:
 def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict, extra: dict | None = None) -> None:
     """last.pt is written atomically; the previous one is kept as prev.pt (a fallback if last.pt is
     ever unreadable). `extra`: more state to keep (the critic, its optimizer, lagged policies)."""
-    obj = {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
+    obj = {"model": policy_state(model), "optim": opt.state_dict(), "sched": sched.state_dict(),
            "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state),
            **(extra or {})}
     save_checkpoint_file(obj, ckpt_dir / "last.pt", ckpt_dir / "prev.pt", step=state["step"])

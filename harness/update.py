@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from . import algos
+from . import algos, distributed
 from .config import AlgoCfg
 from .rollout import sequence_logprobs
 
@@ -41,6 +41,7 @@ class StepBatch:
     correct: torch.Tensor          # (B,) bool: the verifier accepted the response
     logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
     value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
+    correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -54,15 +55,22 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
                     temperature: float) -> dict:
     """Accumulate d(loss)/d(params) of one minibatch into `.grad` (the caller zeroes and steps).
 
-    loss = sum(w * (surrogate_t + kl_coef * kl_t [KL as a loss]))
+    loss = sum(w * (c_t * surrogate_t + kl_coef * kl_t [KL as a loss]))
            + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
 
+    c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off).
+    Under data parallel (harness.distributed) the weights are those of the minibatch of all ranks,
+    so summing the ranks' gradients gives the single-process gradient of the combined minibatch.
     Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means);
     the statistics cover the rows that were forwarded (see `inert_rows`).
     """
-    w = algos.AGGREGATIONS[a.aggregation](b.loss_mask, group_size=group_size,
-                                          max_new_tokens=max_new_tokens)           # (B, T)
-    w_pos = algos.positive_nll_weights(b.loss_mask, b.correct) if a.pos_nll_coef > 0 else None
+    # every normaliser over the whole minibatch: of this process, or of all data-parallel ranks
+    w = distributed.global_weights(lambda m: algos.AGGREGATIONS[a.aggregation](
+        m, group_size=group_size, max_new_tokens=max_new_tokens), b.loss_mask)      # (B, T)
+    w_pos = distributed.global_weights(  # VAPO: the correct rows' mask, token-mean weights
+        lambda m: algos.positive_nll_weights(m, torch.ones(len(m), dtype=torch.bool, device=m.device)),
+        b.loss_mask * b.correct.float().unsqueeze(-1)) \
+        if a.pos_nll_coef > 0 else None
     kl_fn = algos.KL_ESTIMATORS[a.kl] if a.kl != "none" else None
     kl_coef_loss = a.kl_coef if a.kl_mode == "loss" else 0.0
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
@@ -81,7 +89,7 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         log_ratio = algos.RATIOS[a.ratio](logp, mb.logp_old, m)
         out = algos.SURROGATES[a.surrogate](log_ratio, mb.adv, logp, clip_low=a.clip_low,
                                             clip_high=a.clip_high, dual_clip=a.dual_clip)
-        token_loss = out.loss
+        token_loss = out.loss if mb.correction is None else out.loss * mb.correction
         if kl_fn is not None:
             kl = kl_fn(logp, mb.logp_ref)
             if kl_coef_loss > 0:  # in the reward, the estimate is only logged here

@@ -20,13 +20,16 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .config import Config
+from .config import MATH_KEYS, Config
 from .evaluate import evaluate
 from .io import file_lock, write_json
 from .models import build_model, count_params, load_model
 from .rollout import HFEngine, encode_prompts, sequence_logprobs
 
-WARMSTART_VERSION = 1  # bump when the procedure changes, so old caches are not reused
+WARMSTART_VERSION = 2  # bump when the procedure changes, so old caches are not reused
+
+
+WARMUP_MODEL_KEYS = ("scale", "arch", "path", "max_positions")
 
 
 class WarmupError(RuntimeError):
@@ -34,8 +37,11 @@ class WarmupError(RuntimeError):
 
 
 def warmstart_key(cfg: Config, tok_name: str) -> str:
-    d = {"v": WARMSTART_VERSION, "model": dataclasses.asdict(cfg.model),
-         "task": dataclasses.asdict(cfg.task), "warmup": dataclasses.asdict(cfg.warmup),
+    # only what the warm-up itself uses: dtype, LoRA etc. are applied to the RL policy afterwards
+    model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARMUP_MODEL_KEYS}
+    d = {"v": WARMSTART_VERSION, "model": model,
+         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
+                  if k not in MATH_KEYS or cfg.task.name == "math"}, "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 

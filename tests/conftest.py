@@ -29,3 +29,14 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def tiny_overrides(tmp_path, cache_dir) -> list[str]:
     return TINY + [f"run.results_dir={tmp_path / 'results'}", f"run.cache_dir={cache_dir}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.gpu` tests need CUDA: without it they are skipped, and say why."""
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,150 @@
+"""Data parallel (harness.distributed) on CPU with the gloo backend and 2 real processes: the
+update of the combined minibatch split over ranks equals the single-process update."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from harness import distributed
+from harness.config import load_config
+from harness.update import StepBatch, policy_backward
+
+AGGS = ["seq_mean_token_mean", "token_mean", "seq_sum_constant", "prompt_mean"]
+G = 2  # group size; 4 groups -> 2 per rank
+
+
+def _model():
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(Qwen2Config(
+        vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, intermediate_size=64, pad_token_id=0))
+
+
+def _full_batch() -> StepBatch:
+    """8 rows = 4 groups of 2, responses of different lengths (right-padded), fixed numbers."""
+    g = torch.Generator().manual_seed(1)
+    B, Tp, T = 8, 3, 6
+    lengths = torch.tensor([6, 2, 4, 5, 1, 3, 6, 2])
+    rmask = (torch.arange(T) < lengths.unsqueeze(-1)).long()
+    return StepBatch(torch.randint(3, 40, (B, Tp), generator=g), torch.ones(B, Tp, dtype=torch.long),
+                     torch.randint(3, 40, (B, T), generator=g) * rmask, rmask,
+                     loss_mask=rmask.float(), adv=torch.randn(B, 1, generator=g) * rmask,
+                     logp_old=-3.7 + 0.1 * torch.randn(B, T, generator=g) * rmask,
+                     correct=torch.tensor([True, False] * 4))
+
+
+def _grads(model, batch, cfg):
+    model.zero_grad(set_to_none=True)
+    st = policy_backward(model, batch, cfg.algo, group_size=G, max_new_tokens=6, temperature=1.0)
+    return st, torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def _cfg(agg):
+    return load_config(None, [f"algo.aggregation={agg}", "algo.pos_nll_coef=0.1", "algo.kl=k3",
+                              "algo.kl_coef=0.05"])
+
+
+def _worker(rank, world, init_file, out_dir):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    info = distributed.setup("cpu")
+    assert (info.rank, info.world) == (rank, world)
+    full = _full_batch()
+    # rank r holds groups r, r+2 (rows 2r, 2r+1, 2r+4, 2r+5), trimmed to its own widest response
+    rows = torch.tensor([2 * rank, 2 * rank + 1, 2 * rank + 4, 2 * rank + 5])
+    local = full.rows(rows)
+    width = int(local.response_mask.sum(-1).max())
+    local = StepBatch(**{k: (v[:, :width] if k in ("response_ids", "response_mask", "loss_mask", "adv",
+                                                    "logp_old", "logp_ref") and v is not None else v)
+                         for k, v in vars(local).items()})
+    out = {}
+    for agg in AGGS:
+        cfg = _cfg(agg)
+        model = _model()
+        local.logp_ref = local.logp_old - 0.05
+        st, _ = _grads(model, local, cfg)
+        distributed.sum_gradients(model)
+        out[agg] = (torch.cat([p.grad.flatten() for p in model.parameters()]),
+                    distributed.sum_stats(st))
+    torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(600)
+def test_two_process_update_equals_single_process_on_the_combined_batch(tmp_path):
+    mp.spawn(_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    res = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    full = _full_batch()
+    full.logp_ref = full.logp_old - 0.05
+    for agg in AGGS:
+        st, want = _grads(_model(), full, _cfg(agg))
+        for r in range(2):
+            got, st_r = res[r][agg]
+            assert torch.allclose(got, want, atol=1e-6, rtol=1e-5), (agg, r, (got - want).abs().max())
+            assert st_r["loss"] == pytest.approx(st["loss"], abs=1e-6)
+            assert st_r["tokens"] == st["tokens"]
+        # a rank's own (local) normalisers would give a different gradient: the test can fail
+    local_only = _model()
+    half = full.rows(torch.tensor([0, 1, 4, 5]))
+    _, g_local = _grads(local_only, half, _cfg("token_mean"))
+    assert not torch.allclose(g_local, res[0]["token_mean"][0], atol=1e-4)
+
+
+def test_single_process_is_the_identity():
+    assert not distributed.active()
+    m = torch.tensor([[1.0, 1.0, 0.0]])
+    assert torch.equal(distributed.global_weights(lambda x: 2 * x, m), 2 * m)
+    assert distributed.sum_stats({"a": 1.0}) == {"a": 1.0} and distributed.any_rank(True)
+
+
+def _train_worker(rank, world, port, over):
+    import json as _json
+
+    from harness.train import train
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    s = train(load_config(None, over), progress=False)
+    assert s["status"] == "finished", s
+    dist.destroy_process_group()
+    return _json.dumps(s)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(900)
+def test_two_process_training_run_keeps_ranks_in_sync(tiny_overrides):
+    """The whole loop under torch.distributed (gloo, 2 processes): rank 0 writes the run, rank 1
+    only a private log; both evaluate the same weights, so their evals are identical."""
+    import json as _json
+    over = tiny_overrides + ["train.steps=3", "eval.every=3", "train.checkpoint_every=3"]
+    mp.spawn(_train_worker, args=(2, _free_port(), over), nprocs=2, join=True)
+    run = load_config(None, over).run_dir()
+    main = [_json.loads(x) for x in open(run / "metrics.jsonl")]
+    other = [_json.loads(x) for x in open(run / ".rank1" / "metrics.jsonl")]
+    assert _json.loads((run / "summary.json").read_text())["status"] == "finished"
+    assert (run / "checkpoints" / "last.pt").exists() and not (run / ".rank1" / "checkpoints").exists()
+    ev0 = [r for r in main if r["kind"] == "eval"]
+    ev1 = [r for r in other if r["kind"] == "eval"]
+    assert [r["step"] for r in ev0] == [0, 3]
+    for a, b in zip(ev0, ev1):  # same weights on both ranks after 3 steps of summed gradients
+        assert a["eval/in_dist/pass@1"] == b["eval/in_dist/pass@1"]
+        assert a["eval/in_dist/response_len"] == b["eval/in_dist/response_len"]
+    tr0 = [r for r in main if r["kind"] == "train"]
+    tr1 = [r for r in other if r["kind"] == "train"]
+    assert [r["loss/policy"] for r in tr0] == pytest.approx([r["loss/policy"] for r in tr1])
+    assert [r["compute/tokens"] for r in tr0] == [r["compute/tokens"] for r in tr1]  # global count
+    # each rank sampled different prompts: its own rollout statistics
+    assert [r["rollout/response_len"] for r in tr0] != [r["rollout/response_len"] for r in tr1]
