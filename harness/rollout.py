@@ -2,8 +2,8 @@
 
 Every engine returns a `Rollout` with the same fields, so the loop does not care who sampled.
 `HFEngine` samples with the transformers model's own forward and KV cache, in a decode loop of
-its own (batched; shared prompts prefilled once; finished rows leave the batch). A vLLM engine plugs into the
-same interface (issue: GPU path) and is imported lazily, never on CPU.
+its own (batched; shared prompts prefilled once; finished rows leave the batch). A vLLM engine
+plugs into the same interface (issue: GPU path) and is imported lazily, never on CPU.
 
 Also here: `sequence_logprobs`, the one teacher-forced forward pass the trainer uses, with the same
 position ids the sampler used (left padding), so a recomputed log-prob matches the sampler's.
