@@ -5,11 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench lint clean-results help
+.PHONY: setup test test-faults demo demo-quick bench lint clean-results help
 
 help:
-	@echo "make demo   set up, then train the embedded default (CPU, tiny model), fit its curve, print where the report is"
-	@echo "make test   set up, then run the test suite"
+	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
+	@echo "make demo-quick  the same in miniature (4 variants, 1 scale, < 5 min)"
+	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
+	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
 	@echo "make bench  rlablate's loop vs TRL GRPOTrainer on the same work (creates bench/.venv-trl); BENCH_ARGS=..."
 
@@ -25,16 +27,29 @@ setup: $(STAMP)
 
 # The SLURM tests run against a real single-node cluster: scripts/slurm_up.sh installs (apt) and
 # starts it when we are root (CI, a fresh machine). Without root the SLURM tests skip and say why.
+# As root (CI) the fault suite also mounts small tmpfs file systems (disk full, read-only).
+SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
+	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi
 test: setup
-	@if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
-	  else echo "not root: SLURM tests will be skipped (run scripts/slurm_up.sh as root to include them)"; fi; \
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
 
+test-faults: setup
+	@$(SLURM_UP); $(PY) -m pytest -q -m faults $(PYTEST_ARGS) tests
+
+# The mini-study: every preset x 2 scales x 2 seeds + 2 ablations (sweeps/demo.yaml), then the
+# analysis. Re-running resumes: finished runs are skipped, the report is rewritten.
 demo: setup
 	@start=$$(date +%s); \
-	$(VENV)/bin/rlablate train configs/default.yaml run.sweep=demo-default && \
-	$(VENV)/bin/rlablate analyze results/demo-default && \
-	echo "demo took $$(( $$(date +%s) - start )) s; run dir: results/demo-default/ (tensorboard --logdir results/), report: results/demo-default/analysis/report.md"
+	$(VENV)/bin/rlablate sweep sweeps/demo.yaml --progress && \
+	$(VENV)/bin/rlablate analyze results/demo --out results/demo && \
+	echo "make demo: $$(( $$(date +%s) - start )) s wall; report: results/demo/report.md (and report.html, PNGs); runs: results/demo/ (tensorboard --logdir results/demo)"
+
+# A first look in under 5 minutes: 4 variants on the smallest model, 30 steps (sweeps/demo-quick.yaml).
+demo-quick: setup
+	@start=$$(date +%s); \
+	$(VENV)/bin/rlablate sweep sweeps/demo-quick.yaml --progress && \
+	$(VENV)/bin/rlablate analyze results/demo-quick --out results/demo-quick && \
+	echo "make demo-quick: $$(( $$(date +%s) - start )) s wall; report: results/demo-quick/report.md"
 
 # TRL lives in its own venv (its pins differ from ours); torch first, pinned to the CPU wheel.
 BENCH_VENV := bench/.venv-trl

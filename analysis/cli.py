@@ -53,6 +53,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--seed-col", default=None, help="config column of the seed")
     parser.add_argument("--scale-col", default=None,
                         help="config column of the model scale ('none' to disable)")
+    parser.add_argument("--reference", default="grpo", metavar="VARIANT",
+                        help="the variant every other one is compared with in the design-choice "
+                             "table (dA, B ratio; default grpo)")
     parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
                         help="fit groups only, not every run")
     return parser
@@ -76,7 +79,8 @@ def run_analyze(args: argparse.Namespace) -> int:
                           n_boot=args.bootstrap, boot_method=args.bootstrap_method,
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
-                          scale_col=args.scale_col, per_run=args.per_run)
+                          scale_col=args.scale_col, per_run=args.per_run,
+                          reference=args.reference)
     try:
         done = run_analysis(opt)
     except (FileNotFoundError, FitError, NotADirectoryError) as exc:

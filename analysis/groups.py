@@ -21,7 +21,7 @@ from analysis.load import Results, exclusion_reason, load_eval_items
 
 SEED_NAMES = ("run.seed", "seed", "train.seed")
 SCALE_NAMES = ("model.scale", "scale", "model.size")
-PREFERRED_VARIANT = ("algo.name", "algo.preset", "preset", "algo", "algorithm")
+PREFERRED_VARIANT = ("algorithm", "algo.name", "algo.preset", "preset", "algo")
 #: bookkeeping keys that never define a variant (the harness leaves the same keys out of run_id)
 PER_RUN_PATTERN = re.compile(
     r"^run\.(name|id|run_id|sweep|results_dir|cache_dir|threads)$|(^|[._])(dir|path|output)$")

@@ -115,7 +115,8 @@ def read_jsonl(path: Path, issues: list[LoadIssue]) -> list[tuple[int, dict]]:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             kind = "truncated_line" if is_last else "garbage_line"
             snippet = line[:60].decode("utf-8", "replace")
-            issues.append(LoadIssue(str(path), kind, f"unparsable ({exc.msg}): {snippet!r}", i))
+            why = getattr(exc, "msg", None) or f"not text: {exc.reason}"  # UnicodeDecodeError has no msg
+            issues.append(LoadIssue(str(path), kind, f"unparsable ({why}): {snippet!r}", i))
             continue
         if not isinstance(obj, dict):
             issues.append(LoadIssue(str(path), "garbage_line", f"not a JSON object: {obj!r:.60}", i))
@@ -248,6 +249,10 @@ def load_results(path: str | os.PathLike) -> Results:
     runs = pd.DataFrame(run_rows)
     reserved = set(CORE_COLUMNS) | set(runs.columns) - {c for c in runs.columns if c.startswith("cfg::")}
     runs, cfg_cols = _split_config_names(runs, reserved | {"eval_set", "response_len"})
+    if "algo.preset" in runs.columns and "algo.deviates_from_preset" in runs.columns \
+            and "algorithm" not in runs.columns:
+        runs["algorithm"] = [algorithm_label(r) for _, r in runs.iterrows()]
+        cfg_cols.append("algorithm")
     evals = pd.DataFrame(eval_rows)
     if evals.empty:
         evals = pd.DataFrame(columns=CORE_COLUMNS)
@@ -263,6 +268,24 @@ def load_results(path: str | os.PathLike) -> Results:
     evals["step"] = evals["step"].astype("int64") if len(evals) else evals["step"]
     return Results(evals=evals.reset_index(drop=True), runs=runs, issues=issues,
                    config_columns=cfg_cols, root=str(root))
+
+
+def algorithm_label(run: pd.Series | dict) -> str:
+    """A run's algorithm as the harness records it: the preset plus every algo key the config
+    set to another value ('grpo', 'grpo+clip_high=0.28'). One column, so a preset grid with a
+    few single-choice ablations groups as one variant axis instead of many sparse ones."""
+    preset = run.get("algo.preset")
+    try:
+        keys = json.loads(run.get("algo.deviates_from_preset") or "[]")
+    except (TypeError, ValueError):
+        keys = []
+    return str(preset) + "".join(f"+{k}={_short(run.get(f'algo.{k}'))}" for k in keys)
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def exclusion_reason(run: pd.Series | dict) -> str | None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
+from analysis.claims import REFERENCE, choice_effects, seed_claims
 from analysis.compare import DEFAULT_MARGIN, check_extrapolation, resolvable_difference
 from analysis.fit import FitWindow
 from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, fits_table,
@@ -47,6 +48,7 @@ class AnalysisOptions:
     seed_col: str | None = None
     scale_col: str | None = None
     per_run: bool = True
+    reference: str = REFERENCE
 
 
 @dataclass
@@ -156,10 +158,13 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                            for g in fits if g.level == "group" and g.eval_set == primary
                            and g.curve.runs])
     fits_df = fits_table(fits)
+    effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
+    claims = seed_claims(runs, fits, gains, effects, primary, seed_col=axes.seed)
     tables = {"leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
-              "inversions": flips}
-    for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation"):
+              "inversions": flips, "effects": effects, "claims": claims}
+    for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
+                 "claims"):
         tables[name].to_csv(out / f"{name}.csv", index=False)
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
@@ -208,6 +213,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         r.p("No pair of fitted groups to compare.")
     for name in [f"curves_{s}" for s in sets]:
         r.image(figures[name], f"Pass rate vs compute with fits ({name[7:]})")
+    _effects_section(r, t["effects"], opt, primary)
     r.h("Extrapolation check")
     r.p(f"Each group is fitted on compute <= {opt.extrapolate:.0%} of its largest compute and "
         "predicts the later seed-mean points; rmse and max_abs_error are the prediction errors "
@@ -239,8 +245,35 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     else:
         r.p("Only one model scale: no cross-scale ranking.")
     _resolution_section(r, results, t["gains"], primary)
+    _claims_section(r, t["claims"])
     _problems_section(r, runs, t["fits"], results.issues)
     return r
+
+
+def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> None:
+    r.h(f"Design choices: what moved the asymptote A, what only the efficiency B ({primary})")
+    if effects.empty:
+        r.p(f"No variant to compare with the reference `{opt.reference}` at a shared scale "
+            "(`--reference` picks another).")
+        return
+    counts = effects["verdict"].value_counts().to_dict()
+    r.p(f"Every variant against `{opt.reference}` at the same scale. `choices` lists the "
+        "algorithm keys that differ. dA = A(variant) - A(reference) and B_ratio = B(variant) / "
+        "B(reference), with 95% CIs from the two groups' bootstrap replicates. Verdict: *moved A* "
+        f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if A did not move and "
+        "the B_ratio interval excludes 1; otherwise *not resolved* (the runs cannot tell). "
+        f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}.")
+    r.table(effects)
+
+
+def _claims_section(r: Report, claims: pd.DataFrame) -> None:
+    r.h("The seed claims at this scale")
+    r.p("Each claim is decided from these runs alone, with its numbers; a claim that does not "
+        "reproduce is reported as such (nothing was tuned until it did). Verdicts: reproduces / "
+        "does not reproduce / not resolved (the intervals cannot tell) / not tested (the runs "
+        "it needs are missing).")
+    for rec in claims.to_dict("records"):
+        r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**. {rec['evidence']}")
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:

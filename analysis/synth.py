@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import yaml
@@ -47,6 +48,7 @@ class RunSpec:
     status: str = "finished"
     diverged_step: int | None = None
     extra: dict = field(default_factory=dict)
+    train: Callable[[int], dict] | None = None  # step -> extra metrics of its train row
 
 
 def simulate_items(frac: float, r0_i: np.ndarray, a_i: np.ndarray, k: int, rng) -> np.ndarray:
@@ -81,7 +83,8 @@ def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
         base = {"step": step, "compute/flops": flops, "compute/tokens": step * 1000.0,
                 "compute/wall_s": step * 2.0}
         if step > 0:
-            rows.append({"kind": "train", **base, "rollout/reward_mean": 0.0, "loss/policy": 0.0})
+            rows.append({"kind": "train", **base, "rollout/reward_mean": 0.0, "loss/policy": 0.0,
+                         **(spec.train(step) if spec.train else {})})
         if step % spec.eval_every:
             continue
         row = {"kind": "eval", **base}

@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("rlablate: interrupted; run the same command again to resume", file=sys.stderr)
             return EXIT_FAILED
+        except OSError as e:  # results dir read-only, disk full, ...: one line, the run resumes later
+            print(f"rlablate: run failed: cannot write {e.filename or cfg.run_dir()}: "
+                  f"{e.strerror or e}; free space or fix permissions, then run the same command "
+                  f"again to resume", file=sys.stderr)
+            return EXIT_FAILED
         status = summary["status"]
         final = summary.get("final") or {}
         print(f"{status}: {cfg.run_dir()}  step {summary.get('step')}  "

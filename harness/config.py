@@ -81,9 +81,14 @@ class TaskCfg:
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
         "pretrained ones; auto picks by model.scale")
-    held_out: Literal["first_two_ge_50", "more_terms"] = F(
-        "first_two_ge_50", "the shifted distribution: first_two_ge_50 = items whose first two "
-        "operands are both >= 50 (never seen in training); more_terms = one more operand")
+    held_out: Literal["first_two_ge_50", "first_ends_in_7", "more_terms"] = F(
+        "first_ends_in_7", "the shifted distribution: first_two_ge_50 = items whose first two "
+        "operands are both >= 50; first_ends_in_7 = items whose first operand ends in 7 (7, 17, ..., 97: "
+        "the same digit-count mix as training; both never seen in training); more_terms = one more operand")
+    held_out_in_warmup: bool = F(
+        False, "the supervised warm start (our stand-in for pre-training) also sees the held-out "
+        "distribution; RL and the in-dist eval never do. This is OXRL's setting: the base model "
+        "already knows the held-out domain (MATH) and RL trains on another (GSM8K)")
 
 
 @dataclass
@@ -228,7 +233,11 @@ class Config:
         return dataclasses.asdict(self)
 
     def run_name(self) -> str:
-        return self.run.name or f"{self.algo.preset}-{self.model.scale}-s{self.run.seed}"
+        """run.name, else '<preset>[+<key>=<value>...]-<scale>-s<seed>' (the deviations from the
+        preset are part of the name: an ablation is not mistaken for its preset)."""
+        algo = self.algo.preset + "".join(f"+{k}={getattr(self.algo, k)}"
+                                          for k in self.algo.deviates_from_preset)
+        return self.run.name or f"{algo}-{self.model.scale}-s{self.run.seed}"
 
     def run_id(self) -> str:
         """Readable name + 8 hex digits of the hash of everything that affects the result."""
@@ -240,6 +249,9 @@ class Config:
 
     def run_dir(self) -> Path:
         return Path(self.run.results_dir) / _slug(self.run.sweep) / self.run_id()
+
+
+NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
 
 
 def _slug(s: str) -> str:
@@ -336,17 +348,48 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
             setattr(obj, key, _coerce(full, value, tp, fields[key].metadata))
 
 
-def _read_yaml(path: Path) -> dict:
+def safe_load_strict(text: str):
+    """yaml.safe_load (plain data only: never yaml.load, a config must not construct objects), and
+    a key given twice in one mapping is an error (YAML would silently keep the last one)."""
+    data = yaml.safe_load(text)
+    todo = [yaml.compose(text, Loader=yaml.SafeLoader)]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                    if k.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {k.value!r} is given twice", k.start_mark)
+                    seen.add(k.value)
+                todo.append(v)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+    return data
+
+
+def read_text(path: Path, err) -> str:
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+        raise err(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise err(f"{path}: not a text file (not UTF-8)") from None
+
+
+def yaml_error(path, e: yaml.YAMLError) -> str:
+    where = getattr(e, "problem_mark", None)
+    at = f" (line {where.line + 1})" if where else ""
+    return f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}"
+
+
+def _read_yaml(path: Path) -> dict:
+    text = read_text(path, ConfigError)
     try:
-        data = yaml.safe_load(text)  # never yaml.load: a config must not construct objects
+        data = safe_load_strict(text)
     except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" (line {where.line + 1})" if where else ""
-        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        raise ConfigError(yaml_error(path, e)) from None
     if data is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(data, dict):
@@ -475,6 +518,11 @@ def validate(cfg: Config) -> None:
                 raise ConfigError(f"algo.{f.name} = {value!r}: allowed values are "
                                   f"{', '.join(_allowed(reg_name, reg.names()))}"
                                   + suggest(value, reg.names()))
+    for key in ("name", "sweep"):  # they name directories under run.results_dir: no escaping it
+        v = getattr(cfg.run, key)
+        if v and not re.fullmatch(NAME_RE, v):
+            raise ConfigError(f"run.{key} = {v!r}: letters, digits and _ . + - only, not starting "
+                              f"with '.' (it names a directory under run.results_dir)")
     if cfg.model.scale == "pretrained" and not cfg.model.path:
         raise ConfigError("model.path = None: required when model.scale = pretrained")
     if cfg.model.scale != "pretrained" and cfg.model.path:
@@ -483,9 +531,9 @@ def validate(cfg: Config) -> None:
     if cfg.task.min_digits > cfg.task.max_digits:
         raise ConfigError(f"task.min_digits = {cfg.task.min_digits}: must be <= task.max_digits "
                           f"({cfg.task.max_digits})")
-    if cfg.task.held_out == "first_two_ge_50" and cfg.task.max_digits < 2:
-        raise ConfigError("task.held_out = 'first_two_ge_50': needs task.max_digits >= 2 "
-                          "(operands >= 50 must exist)")
+    if cfg.task.held_out in ("first_two_ge_50", "first_ends_in_7") and cfg.task.max_digits < 2:
+        raise ConfigError(f"task.held_out = {cfg.task.held_out!r}: needs task.max_digits >= 2 "
+                          "(two-digit operands must exist)")
     if cfg.eval.temperature == 0:
         for s in ("in_dist", "held_out"):
             if getattr(cfg.eval, s).k != 1:

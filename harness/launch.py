@@ -39,10 +39,11 @@ from typing import Callable
 
 import submitit
 import yaml
+from tqdm.auto import tqdm
 
 from .io import write_json
-from .status import (SUBMIT_STATES, NotASweepDir, RunState, append_jsonl, read_json, run_states,
-                     runs_of_dir, status_report, sweep_dir)
+from .status import (SUBMIT_STATES, NotASweepDir, RunState, last_step, append_jsonl, read_json,
+                     run_states, runs_of_dir, status_report, sweep_dir)
 from .registry import suggest
 from .sweep import Run, Spec, SpecError, norm_value
 
@@ -151,7 +152,8 @@ def _executor(kind: str, sdir: Path, res: dict, name: str) -> submitit.AutoExecu
     if kind == "slurm":
         params.update(slurm_partition=res["partition"], slurm_array_parallelism=res["array_parallelism"],
                       slurm_account=res["account"], slurm_qos=res["qos"],
-                      slurm_constraint=res["constraint"], slurm_setup=res["setup"])
+                      slurm_constraint=res["constraint"], slurm_setup=res["setup"],
+                      slurm_signal_delay_s=res["signal_delay_s"])
     else:  # local/debug: this machine's memory is what it is; GPUs only when asked for
         del params["mem_gb"]
         if not res["gpus_per_node"]:
@@ -183,7 +185,8 @@ def plan(runs: list[Run], selected: set[str] | None = None
 
 
 def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: bool = False,
-           out: Callable[[str], None] = print, selected: set[str] | None = None) -> dict:
+           out: Callable[[str], None] = print, selected: set[str] | None = None,
+           show_progress: bool = False) -> dict:
     """Submit the runs that need it. local and debug wait for their runs; slurm returns once the
     arrays are queued unless `wait`. Returns {"submitted": [...], "skipped": {...}, "jobs": {...},
     "results": {run_id: status}}."""
@@ -191,7 +194,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
         raise LaunchError("--executor slurm: no `sbatch` on this machine (start a cluster with "
                           "scripts/slurm_up.sh, or use --executor local)")
     with _launch_lock(sweep_dir(runs)):
-        return _launch_locked(spec, runs, executor, parallel, wait, out, selected)
+        return _launch_locked(spec, runs, executor, parallel, wait, out, selected, show_progress)
 
 
 @contextlib.contextmanager
@@ -213,7 +216,8 @@ def _launch_lock(sdir: Path):
 
 
 def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wait: bool,
-                   out: Callable[[str], None], selected: set[str] | None) -> dict:
+                   out: Callable[[str], None], selected: set[str] | None,
+                   show_progress: bool = False) -> dict:
     sdir = sweep_dir(runs)
     states, todo, skipped = plan(runs, selected)
     record_launch(spec, runs, executor, [r.run_id for r in todo], skipped)
@@ -256,6 +260,8 @@ def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wa
     # local: at most `parallel` runs at once, each a submitit local job (its own process)
     parallel = parallel or spec.local["parallel"] or os.cpu_count() or 1
     queue, active = list(todo), {}
+    progress = SweepProgress(todo, states, enabled=show_progress)
+    out = progress.write if show_progress else out
     try:
         while queue or active:
             while queue and len(active) < parallel:
@@ -266,12 +272,56 @@ def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wa
             time.sleep(0.5)
             for rid in [rid for rid, j in active.items() if j.done()]:
                 result["results"][rid] = _outcome(active.pop(rid), out)
+            progress.update(active, result["results"])
     except KeyboardInterrupt:
         for j in active.values():
             j.cancel(check=False)
         out("interrupted: running jobs cancelled; run the same command again to resume")
         raise
+    finally:
+        progress.close()
     return result
+
+
+class SweepProgress:
+    """One progress bar over the RL steps of every submitted run (resumed steps count as done),
+    with the runs' states in its postfix: `12/48 done, 1 failed | grpo-tiny-1m-s0 34/60, ...`.
+    Each run's step is read from the tail of its metrics.jsonl (no IPC with the jobs)."""
+
+    def __init__(self, runs: list[Run], states: dict, enabled: bool = True):
+        self.runs = {r.run_id: r for r in runs}
+        self.total = {r.run_id: r.cfg.train.steps for r in runs}
+        self.start = {r.run_id: (states[r.run_id].step or 0) if r.run_id in states else 0
+                      for r in runs}
+        self.bar = tqdm(total=sum(self.total.values()), unit="step", dynamic_ncols=True,
+                        desc=f"{len(runs)} runs", disable=not enabled,
+                        initial=sum(self.start.values()))
+
+    def _step(self, rid: str) -> int:
+        step = last_step(self.runs[rid].cfg.run_dir() / "metrics.jsonl")
+        return min(step or 0, self.total[rid])
+
+    def update(self, active: dict, results: dict) -> None:
+        if self.bar.disable:
+            return
+        done = sum(self.total[rid] if results.get(rid) == "finished" else self._step(rid)
+                   for rid in self.total if rid in results)
+        now = {rid: self._step(rid) for rid in active}
+        self.bar.n = done + sum(now.values()) + sum(self.start[rid] for rid in self.total
+                                                   if rid not in results and rid not in active)
+        failed = sum(1 for v in results.values() if v != "finished")
+        running = ", ".join(f"{self.runs[rid].cfg.run_name()} {now[rid]}/{self.total[rid]}"
+                            for rid in active)
+        self.bar.set_postfix_str(f"{len(results)}/{len(self.total)} done"
+                                 + (f", {failed} not finished" if failed else "")
+                                 + (f" | {running}" if running else ""), refresh=False)
+        self.bar.refresh()
+
+    def write(self, text: str) -> None:
+        self.bar.write(text) if not self.bar.disable else print(text)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _wait(result: dict, out: Callable[[str], None], poll_s: float = 2.0) -> None:
@@ -318,7 +368,7 @@ def table(runs: list[Run], spec: Spec, extra: dict[str, list[str]] | None = None
     """A plain-text table: index, run_id, the swept values, and any extra columns."""
     keys = list(spec.swept_keys)
     header = ["#", "run_id"] + keys + list(extra or {})
-    rows = [[str(r.index), r.run_id] + [str(r.point[k]) for k in keys]
+    rows = [[str(r.index), r.run_id] + [str(r.point.get(k, "-")) for k in keys]
             + [col[i] for col in (extra or {}).values()] for i, r in enumerate(runs)]
     widths = [max(len(h), *(len(row[j]) for row in rows)) if rows else len(h)
               for j, h in enumerate(header)]
@@ -339,12 +389,12 @@ def select(spec: Spec, runs: list[Run], only: list[str]) -> list[Run]:
             raise SpecError(f"--only {item!r}: {key} is not swept; swept keys are "
                             f"{', '.join(swept) or 'none'}" + suggest(key, swept))
         wanted = [norm_value(yaml.safe_load(v)) for v in raw.split(",")]
-        have = sorted({str(r.point[key]) for r in runs})
+        have = sorted({str(r.point[key]) for r in runs if key in r.point})
         for v, text in zip(wanted, raw.split(",")):
-            if not any(norm_value(r.point[key]) == v for r in runs):
+            if not any(key in r.point and norm_value(r.point[key]) == v for r in runs):
                 raise SpecError(f"--only {item!r}: no run has {key} = {text}; values are "
                                 f"{', '.join(have)}" + suggest(text, have))
-        keep = [r for r in keep if norm_value(r.point[key]) in wanted]
+        keep = [r for r in keep if key in r.point and norm_value(r.point[key]) in wanted]
     if not keep:
         raise SpecError(f"--only {' '.join(only)}: no run matches all of these")
     return keep
@@ -384,6 +434,9 @@ def add_parsers(sub) -> None:
                         "every run")
     s.add_argument("--wait", action="store_true",
                    help="slurm executor: wait for the jobs and report each run's outcome")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="local executor: one progress bar over all runs' steps with each running "
+                        "run's step (default: on when stderr is a terminal)")
     t = sub.add_parser("status", help="counts and per-run progress of a sweep", formatter_class=fmt,
                        description="State of every run of a sweep: pending (not submitted), queued, "
                        "running, incomplete (stopped mid-way; resumes on the next `rlablate "
@@ -429,7 +482,9 @@ def run_cli(args, exit_usage: int = 2, exit_failed: int = 1) -> int:
             print(f"{summarize(runs)}; {executor} executor would submit {len(todo)}, skip "
                   f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
             return 0
-        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait, selected=selected)
+        show = sys.stderr.isatty() if args.progress is None else args.progress
+        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait, selected=selected,
+                     show_progress=show)
     except (SpecError, LaunchError, NotASweepDir) as e:
         print(f"rlablate: {'spec' if isinstance(e, SpecError) else 'launch'} error: {e}",
               file=sys.stderr)

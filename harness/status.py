@@ -98,7 +98,7 @@ def lock_held(run_dir: Path) -> bool:
         return False
 
 
-def _last_step(metrics: Path) -> int | None:
+def last_step(metrics: Path) -> int | None:
     """The step of the last complete row of metrics.jsonl, reading only its tail."""
     try:
         with open(metrics, "rb") as f:
@@ -175,7 +175,7 @@ def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict
             st.state = status
         elif lock_held(rdir) or st.slurm in SLURM_RUNNING:
             st.state = "running"
-            st.step = _last_step(rdir / "metrics.jsonl") if st.total else st.step
+            st.step = last_step(rdir / "metrics.jsonl") if st.total else st.step
         elif st.slurm in SLURM_QUEUED:
             st.state = "queued"
         elif status == "failed":

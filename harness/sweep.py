@@ -19,10 +19,13 @@ lives in `harness.launch`; nothing here touches the file system beyond reading t
     seeds: [0, 1, 2]                 # run.seed (or a count: `seeds: 3` = 0, 1, 2)
     exclude:                         # drop the points matching every key of a rule
       - {model.scale: tiny-1m, run.seed: 2}
+    include:                         # extra points: each names some keys (swept or not); the
+      - {algo.preset: grpo, algo.clip_high: 0.28}   # axes it does not name are crossed with it
     run_name: "{algo.preset}-{label.size}-s{run.seed}"   # readable run.name (the id adds a hash)
     executor: local                  # default of `rlablate sweep --executor`
     slurm: {partition: gpu, time_min: 60, cpus_per_task: 4, gpus_per_node: 1, mem_gb: 32}
     local: {parallel: 2}             # local executor: runs at once
+    max_runs: 10000                  # a bigger grid is an error (checked before expanding)
 
 Every error is one line naming the spec key and what is allowed, raised before anything is written
 or submitted; every expanded run goes through `build_config`, so a bad grid value fails at expansion
@@ -42,7 +45,8 @@ from typing import Any
 
 import yaml
 
-from .config import Config, ConfigError, build_config, deep_merge, describe_fields, list_presets, parse_overrides
+from .config import (NAME_RE, Config, ConfigError, build_config, deep_merge, describe_fields, list_presets,
+                     parse_overrides, read_text, safe_load_strict, yaml_error)
 from .registry import suggest
 
 
@@ -50,8 +54,9 @@ class SpecError(ValueError):
     """A sweep spec problem: one line, `<spec>: <key>: <what is allowed>`."""
 
 
-TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "run_name",
-            "executor", "slurm", "local")
+TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "include",
+            "run_name", "executor", "slurm", "local", "max_runs")
+MAX_RUNS = 10_000  # default `max_runs`: a grid larger than this is a typo until the spec says otherwise
 EXECUTORS = ("local", "slurm", "debug")
 # Keys a spec may not sweep or set: they are the sweep's identity and location, one per sweep.
 RESERVED = {"run.sweep": "set by the spec's `name`",
@@ -79,6 +84,8 @@ RESOURCES: dict[str, ResourceKey] = {
     "qos": ResourceKey(str, None, "SLURM quality of service"),
     "constraint": ResourceKey(str, None, "SLURM node constraint"),
     "max_timeouts": ResourceKey(int, 3, "requeues after a time-out before giving up", 0),
+    "signal_delay_s": ResourceKey(int, 90, "seconds before the time limit SLURM sends USR2 (the job "
+                                  "checkpoints and requeues itself)", 1),
     "setup": ResourceKey(list, None, "shell lines run before the job (e.g. module load cuda)"),
 }
 LOCAL_KEYS = {"parallel": ResourceKey(int, 0, "runs at once (0: one per CPU core)", 0)}
@@ -102,6 +109,7 @@ class Spec:
     fixed: dict[str, Any]      # dotted key -> value (`set` and command-line overrides)
     axes: list[Axis]
     exclude: list[dict]
+    include: list[dict]        # extra points (dotted key -> value), crossed with the axes they skip
     executor: str
     slurm: dict[str, Any]      # default resources
     local: dict[str, Any]
@@ -109,7 +117,9 @@ class Spec:
 
     @property
     def swept_keys(self) -> list[str]:
-        return [k for a in self.axes for k in a.keys]
+        """Grid and zip keys, then the keys only `include` entries set."""
+        keys = [k for a in self.axes for k in a.keys]
+        return keys + list(dict.fromkeys(k for e in self.include for k in e if k not in keys))
 
 
 @dataclass
@@ -139,16 +149,13 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Spec:
     """Read and validate a spec file; `overrides` are `key=value` applied to every run (a swept key
     cannot be overridden: that would silently collapse the grid)."""
     path = Path(path)
+    text = read_text(path, SpecError)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
+        raw = safe_load_strict(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark else ""
-        raise SpecError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        raise SpecError(yaml_error(path, e)) from None
+    if raw is None:
+        raise SpecError(f"{path}: the file is empty; a spec needs at least `name`")
     return parse_spec(raw, source=str(path), base_dir=path.parent, overrides=overrides,
                       sha256=hashlib.sha256(text.encode()).hexdigest())
 
@@ -165,7 +172,7 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         if k not in TOP_KEYS:
             raise err(f"unknown key {k!r}; allowed: {', '.join(TOP_KEYS)}" + suggest(str(k), list(TOP_KEYS)))
     name = raw.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(NAME_RE, name):
         raise err(f"name = {name!r}: required; letters, digits and _ . + - (it names the sweep "
                   f"directory)")
     if not isinstance(raw.get("description", ""), str):
@@ -180,9 +187,9 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         if b.endswith((".yaml", ".yml")) or "/" in b:
             p = Path(b) if Path(b).is_absolute() else (base_dir or Path.cwd()) / b
             try:
-                base = yaml.safe_load(p.read_text()) or {}
+                base = safe_load_strict(read_text(p, OSError)) or {}
             except OSError as e:
-                raise err(f"base = {b!r}: cannot read {p} ({e.strerror})") from None
+                raise err(f"base = {b!r}: {e}") from None
             except yaml.YAMLError as e:
                 raise err(f"base = {b!r}: not valid YAML: {getattr(e, 'problem', e)}") from None
             if not isinstance(base, dict):
@@ -262,8 +269,32 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         fixed[k] = v
         seen.setdefault(k, "override")
 
+    # ---- include: extra points (a single-choice ablation next to a grid of presets)
+    extra = raw.get("include", [])
+    if not isinstance(extra, list):
+        raise err(f"include = {extra!r}: expected a list of mappings (dotted key -> value)")
+    include = []
+    for i, entry in enumerate(extra):
+        where = f"include[{i}]"
+        point = _dotted_mapping(entry, where, err, allow_lists=False) if isinstance(entry, dict) else None
+        if not point:
+            raise err(f"{where}: expected a non-empty mapping of dotted key -> value")
+        for k, v in point.items():
+            _check_key(k, where, err, swept=True)
+            if k in seen and seen[k].startswith(("set.", "override")):
+                raise err(f"{where}.{k}: also given in {seen[k]}; a key is set in one place only")
+            if k.startswith("slurm."):
+                _check_resource(k, v, f"{where}.{k}", err)
+        for a in axes:
+            named = [k for k in a.keys if k in point]
+            if named and len(named) != len(a.keys):
+                raise err(f"{where}: names {', '.join(named)} of {a.where} but not "
+                          f"{', '.join(k for k in a.keys if k not in point)}; give all of a zip "
+                          f"group's keys or none")
+        include.append(point)
+
     # ---- exclude rules
-    swept = {k for a in axes for k in a.keys}
+    swept = {k for a in axes for k in a.keys} | {k for point in include for k in point}
     rules = raw.get("exclude", [])
     if not isinstance(rules, list):
         raise err(f"exclude = {rules!r}: expected a list of mappings (swept key -> value or list)")
@@ -299,11 +330,27 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
                 raise err(f"run_name: {{{k}}} is neither swept nor set in this spec; use one of "
                           f"{', '.join(known)}" + suggest(k, known))
 
+    max_runs = raw.get("max_runs", MAX_RUNS)
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+        raise err(f"max_runs = {max_runs!r}: an integer >= 1 (default {MAX_RUNS})")
+    size = 1
+    for a in axes:
+        size *= len(a.values)
+    for point in include:
+        extra = 1
+        for a in axes:
+            extra *= 1 if any(k in point for k in a.keys) else len(a.values)
+        size += extra
+    if size > max_runs:  # checked before expanding anything: a huge grid fails at once
+        dims = " x ".join(f"{len(a.values)} ({a.where})" for a in axes)
+        raise err(f"the grid has {size:,} points ({dims}), over max_runs = {max_runs:,}; shrink "
+                  f"it, or set max_runs in the spec if you mean it")
+
     if sha256 is None:
         sha256 = hashlib.sha256(yaml.safe_dump(raw, sort_keys=True).encode()).hexdigest()
     return Spec(name=name, raw=raw, source=source, sha256=sha256, base=base, fixed=fixed,
-                axes=axes, exclude=exclude, executor=executor, slurm=slurm, local=local,
-                run_name=run_name)
+                axes=axes, exclude=exclude, include=include, executor=executor, slurm=slurm,
+                local=local, run_name=run_name)
 
 
 def _flatten(d: dict, prefix: str) -> dict[str, Any]:
@@ -416,10 +463,9 @@ def expand(spec: Spec) -> list[Run]:
     used = [0] * len(spec.exclude)
     runs: list[Run] = []
     by_id: dict[str, Run] = {}
-    for combo in itertools.product(*(a.values for a in spec.axes)):
-        point = {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+    for point in _points(spec):
         hit = [i for i, rule in enumerate(spec.exclude)
-               if all(norm_value(point[k]) in vals for k, vals in rule.items())]
+               if all(k in point and norm_value(point[k]) in vals for k, vals in rule.items())]
         for i in hit:
             used[i] += 1
         if hit:
@@ -448,6 +494,20 @@ def expand(spec: Spec) -> list[Run]:
     if not runs:
         raise SpecError(f"{spec.source}: every run is excluded; nothing to run")
     return runs
+
+
+def _points(spec: Spec):
+    """The grid's points, then each `include` entry crossed with the axes it does not name."""
+    for combo in itertools.product(*(a.values for a in spec.axes)):
+        yield {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+    for entry in spec.include:
+        free = [a for a in spec.axes if not any(k in entry for k in a.keys)]
+        for combo in itertools.product(*(a.values for a in free)):
+            # the entry's keys in grid order first, then its own, then the crossed axes
+            point = {k: entry[k] for a in spec.axes for k in a.keys if k in entry}
+            point.update({k: v for k, v in entry.items() if k not in point})
+            point.update({k: v for a, vals in zip(free, combo) for k, v in zip(a.keys, vals)})
+            yield point
 
 
 def _render(template: str, values: dict[str, Any]) -> str:

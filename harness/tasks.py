@@ -6,8 +6,14 @@ reasoning-gym's own answer scoring.
 `12+7=19,19-35=-16,-16+88=72.` For pretrained models the prompt is reasoning-gym's full question.
 
 Splits are fixed and seeded. The *held-out* split is a shifted distribution declared in config:
-`first_two_ge_50` keeps exactly the items whose first two operands are both >= 50, and those items
-are excluded from training and the in-distribution eval; `more_terms` adds one operand.
+`first_two_ge_50` keeps exactly the items whose first two operands are both >= 50 and
+`first_ends_in_7` those whose first operand ends in 7 (7, 17, ..., 97); either way those items are excluded from training
+and the in-distribution eval. `more_terms` adds one operand. The shifts differ in how far they are:
+the tiny default model scores ~0.02 on `first_two_ge_50` (two two-digit operands, much harder
+than the training mix) whatever RL does (LOG.md); `first_ends_in_7` keeps the training mix of
+one- and two-digit operands. With
+`task.held_out_in_warmup` the supervised warm start (standing in for pre-training) sees every item,
+shifted ones included, and only RL is restricted to the in-distribution items (OXRL's setting).
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ from .config import TaskCfg
 
 SPLIT_SEED = {"train": 0, "warmup": 1_000_000, "warmup_check": 4_000_000, "in_dist": 2_000_000,
               "held_out": 3_000_000}
+
+
+# held-out shifts that select items by their operands (excluded from every other split)
+SHIFTS = {"first_two_ge_50": lambda nums: nums[0] >= 50 and nums[1] >= 50,
+          "first_ends_in_7": lambda nums: nums[0] % 10 == 7}
 
 
 @dataclass(frozen=True)
@@ -77,13 +88,13 @@ class ChainSumTask:
         return self._ds[split]
 
     def _is_shifted(self, entry: dict) -> bool:
-        if self.cfg.held_out != "first_two_ge_50":
-            return False
-        nums, _ = _operands(entry["metadata"]["expression"])
-        return nums[0] >= 50 and nums[1] >= 50
+        shift = SHIFTS.get(self.cfg.held_out)
+        return shift is not None and shift(_operands(entry["metadata"]["expression"])[0])
 
     def _accept(self, split: str, entry: dict) -> bool:
-        if self.cfg.held_out == "first_two_ge_50":
+        if split in ("warmup", "warmup_check") and self.cfg.held_out_in_warmup:
+            return True
+        if self.cfg.held_out in SHIFTS:
             return self._is_shifted(entry) == (split == "held_out")
         return True
 

@@ -11,9 +11,11 @@ branches on an algorithm's name. Run it with:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
+import sys
 import time
 import traceback
 from collections import deque
@@ -23,11 +25,12 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from . import algos
+from . import algos, faults
 from .config import Config, config_from_dict, dump_yaml
 from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
-from .io import MetricsLog, atomic_torch_save, atomic_write_text, file_lock, write_json
+from .io import (CheckpointError, MetricsLog, atomic_write_text, file_lock, load_checkpoint_file,
+                 remove_stale_tmp, save_checkpoint_file, write_json)
 from .models import count_params, get_tokenizer
 from .rollout import make_engine, sequence_logprobs
 from .tasks import make_task
@@ -69,7 +72,7 @@ def _lr_lambda(cfg: Config, total_updates: int):
 
 
 def _finite(name: str, t: torch.Tensor, step: int) -> None:
-    if not torch.isfinite(t).all():
+    if not torch.isfinite(faults.poison(name, step, t)).all():  # poison: test-only, see faults.py
         raise Diverged(name, step)
 
 
@@ -77,6 +80,7 @@ def train(cfg: Config, progress: bool = True) -> dict:
     """Run (or resume) the run described by `cfg`; returns its summary."""
     run_dir = cfg.run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
+    faults.set_run(cfg.run_id())
     with file_lock(run_dir / ".lock"):
         return _train_locked(cfg, run_dir, progress)
 
@@ -96,6 +100,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         if prev.get("status") == "finished":
             return prev  # never overwrite a finished result
     ckpt_dir.mkdir(exist_ok=True)
+    for d in (run_dir, ckpt_dir):  # temp files of a killed writer are never data
+        remove_stale_tmp(d)
     metrics = MetricsLog(run_dir / "metrics.jsonl")
     item_log = MetricsLog(run_dir / "eval_items.jsonl")  # per-item eval results (bootstrap)
     if cfg.run.threads:
@@ -307,6 +313,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
             # ---- rollout: rounds of P prompts x G samples (group filter, DAPO refill), grouped
             lag = len(snapshots) - 1 if snapshots is not None else 0  # updates behind the policy
             ro_all, scores_all, kept, rounds = sample()
+            faults.point("rollout", step)  # test-only hooks (faults.py): no-ops unless armed
             rewards_all = scores_all + algos.overlong_penalty(ro_all.lengths, max_len=r.max_new_tokens,
                                                               cache=a.overlong_cache)  # DAPO shaping
             _finite("reward", rewards_all, step)
@@ -335,6 +342,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
                                                         if cfg.optim.grad_clip > 0 else float("inf"))
                     opt.step()
                     sched.step()
+                    faults.point("update", step)
                     if snapshots is not None:
                         snapshots.append(_cpu_state(model))
                     stats["loss"].append(st["loss"])
@@ -413,7 +421,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool) -> dict:
         else:
             summary.update(status="failed", error=f"{type(e).__name__}: {e}",
                            traceback=traceback.format_exc(limit=8))
-        write_json(summary_path, summary)
+        with contextlib.suppress(OSError):  # a full or read-only disk cannot take the record
+            write_json(summary_path, summary)
         raise
 
 
@@ -438,20 +447,21 @@ def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state: dict, extra: dict
     obj = {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(),
            "rng_torch": torch.get_rng_state(), "rng_python": random.getstate(), "state": dict(state),
            **(extra or {})}
-    last, prev = ckpt_dir / "last.pt", ckpt_dir / "prev.pt"
-    if last.exists():
-        last.replace(prev)
-    atomic_torch_save(obj, last)
+    save_checkpoint_file(obj, ckpt_dir / "last.pt", ckpt_dir / "prev.pt", step=state["step"])
 
 
 def _load_checkpoint(ckpt_dir: Path) -> dict | None:
+    """last.pt, else prev.pt: the first that loads and matches its checksum (io.py); each one
+    refused is one line on stderr. None (start over: same seed, same result) if neither is usable."""
     for name in ("last.pt", "prev.pt"):
         p = ckpt_dir / name
         if p.exists():
             try:
-                return torch.load(p, map_location="cpu", weights_only=True)
-            except Exception as e:  # a truncated or corrupted file: fall back, say so
-                tqdm.write(f"warning: checkpoint {p} unreadable ({type(e).__name__}); trying the previous one")
+                return load_checkpoint_file(p)
+            except CheckpointError as e:  # truncated or corrupted: fall back, say so
+                tqdm.write(f"rlablate: warning: checkpoint {e}; "
+                           + ("trying prev.pt" if name == "last.pt" else "starting the run over"),
+                           file=sys.stderr)
     return None
 
 

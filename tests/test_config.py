@@ -104,8 +104,10 @@ def test_preset_is_data_and_deviations_are_recorded():
 
 
 def test_run_names_cannot_escape_results_root():
-    cfg = load_config(None, ["run.name=../../etc/x", "run.sweep=../up"])
-    d = cfg.run_dir()
+    for bad in ("run.name=../../etc/x", "run.sweep=../up", "run.name=/etc/x", "run.name=.hidden"):
+        with pytest.raises(ConfigError, match="letters, digits and _ . \\+ - only"):
+            load_config(None, [bad])
+    d = load_config(None, ["run.name=ok.name-1", "run.sweep=s_2"]).run_dir()
     assert ".." not in d.parts and d.parts[0] == "results"
 
 

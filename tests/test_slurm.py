@@ -130,6 +130,7 @@ def attempts_of(sdir: Path) -> list[dict]:
     return [json.loads(x) for x in (sdir / "attempts.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.faults  # part of the fault-injection suite (make test-faults)
 def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated_rows(
         tmp_path, cache_dir, capsys):
     """One run, interrupted three times: `scontrol requeue` (SLURM kills and restarts the job);

@@ -73,6 +73,18 @@ BAD = [
     ({"name": "../up"}, "name = '../up'", "letters, digits"),
     ({"run_name": "{optim.lr}-x"}, "run_name: {optim.lr} is neither swept nor set", "use one of"),
     ({"grid": {"optim.lr": 0.1}}, "grid.optim.lr = 0.1", "non-empty list"),
+    ({"include": {"algo.clip_high": 0.28}}, "include = ", "list of mappings"),
+    ({"include": [{"algo.clip_hihg": 0.28}]}, "include[0].algo.clip_hihg: unknown config key",
+     "did you mean 'algo.clip_high'"),
+    ({"include": [{"optim.lr": [1e-3, 1e-4]}]}, "include[0].optim.lr", "single value"),
+    ({"include": [{"train.steps": 3}]}, "include[0].train.steps: also given in set.train.steps",
+     "one place"),
+    ({"zip": [{"model.scale": ["tiny-0.3m", "tiny-1m"], "optim.lr": [1e-3, 1e-4]}],
+      "include": [{"model.scale": "tiny-1m"}]}, "include[0]: names model.scale of zip[0] but not optim.lr",
+     "all of a zip"),
+    ({"grid": {"optim.lr": [1e-3]}, "include": [{"optim.lr": 1e-3}]}, "resolve to the same config",
+     "run_id"),
+    ({"include": [{"algo.clip_high": -1.0}]}, "algo.clip_high = -1.0", "must be"),
 ]
 
 
@@ -138,6 +150,29 @@ def test_expansion_counts_zip_exclude_order_and_resources(tmp_path, cache_dir):
     assert [r.cfg.run.seed for r in runs[:2]] == [0, 1]
 
 
+def test_include_adds_ablation_points_crossed_with_the_axes_they_skip(tmp_path, cache_dir):
+    """A preset grid plus two single-choice ablations of GRPO, each crossed with scale and seeds."""
+    spec = parse_spec(drop_swept(tiny_spec(
+        tmp_path, cache_dir, grid={"algo.preset": ["grpo", "dr_grpo"],
+                                   "model.scale": ["tiny-0.3m", "tiny-1m"]}, seeds=[0, 1],
+        include=[{"algo.preset": "grpo", "algo.clip_high": 0.28},
+                 {"algo.group_filter": "zero_variance", "algo.preset": "grpo"}],
+        exclude=[{"model.scale": "tiny-1m", "algo.clip_high": 0.28, "run.seed": 1}])))
+    runs = expand(spec)
+    assert len(runs) == 2 * 2 * 2 + 2 * 2 * 2 - 1
+    assert spec.swept_keys == ["algo.preset", "model.scale", "run.seed", "algo.clip_high",
+                               "algo.group_filter"]
+    extra = runs[8:]
+    assert [(r.point["model.scale"], r.cfg.run.seed) for r in extra[:3]] == [
+        ("tiny-0.3m", 0), ("tiny-0.3m", 1), ("tiny-1m", 0)]
+    assert all(r.cfg.algo.preset == "grpo" for r in extra)
+    assert [r.cfg.algo.deviates_from_preset for r in extra] == [["clip_high"]] * 3 + [["group_filter"]] * 4
+    assert extra[0].cfg.algo.clip_high == 0.28 and extra[0].cfg.algo.clip_low == 0.2
+    assert list(extra[3].point) == ["algo.preset", "algo.group_filter", "model.scale", "run.seed"]
+    # the grid's own runs keep the preset's values
+    assert all(r.cfg.algo.deviates_from_preset == [] for r in runs[:8])
+
+
 def test_expansion_is_deterministic_and_matches_rlablate_train(tmp_path, cache_dir):
     raw = drop_swept(tiny_spec(tmp_path, cache_dir, grid={"model.scale": ["tiny-0.3m", "tiny-1m"]},
                                seeds=[3, 4]))
@@ -169,12 +204,16 @@ def test_thousand_runs_expand_in_well_under_two_seconds(tmp_path, cache_dir):
 def test_shipped_specs_dry_run(capsys):
     assert main(["sweep", str(ROOT / "sweeps" / "demo.yaml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{len(list_presets()) * 2 * 2} runs in 1 resource group" in out.splitlines()[-1]
+    assert f"{(len(list_presets()) + 2) * 2 * 2} runs in 1 resource group" in out.splitlines()[-1]
     demo = load_spec(ROOT / "sweeps" / "demo.yaml")
     runs = expand(demo)
     assert {r.cfg.algo.preset for r in runs} == set(list_presets()), \
         "sweeps/demo.yaml must cover every preset in harness/presets"
     assert {r.cfg.model.scale for r in runs} == {"tiny-0.3m", "tiny-1m"} and demo.executor == "local"
+    assert sorted({r.cfg.run_name().split("-tiny")[0] for r in runs if r.cfg.algo.deviates_from_preset}) \
+        == ["grpo+clip_high=0.28", "grpo+group_filter=zero_variance"]
+    assert main(["sweep", str(ROOT / "sweeps" / "demo-quick.yaml"), "--dry-run"]) == 0
+    assert "8 runs in 1 resource group" in capsys.readouterr().out
     assert main(["sweep", str(ROOT / "sweeps" / "scalerl_loss.yaml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "36 runs in 4 resource groups" in out and "(dry run: nothing written)" in out
@@ -188,10 +227,11 @@ def test_only_selects_a_subset_strictly(capsys):
     demo = str(ROOT / "sweeps" / "demo.yaml")
     assert main(["sweep", demo, "--dry-run", "--only", "algo.preset=grpo,dapo", "--only", "run.seed=1"]) == 0
     out = capsys.readouterr().out
-    n = len(list_presets()) * 4
-    assert f"{n} runs in 1 resource group; local executor would submit 4, skip {n - 4}" in out
+    n = len(list_presets()) * 4 + 2 * 4  # + two GRPO ablations (include) x 2 scales x 2 seeds
+    assert f"{n} runs in 1 resource group; local executor would submit 8, skip {n - 8}" in out
     submit = [line.split()[2:5] for line in out.splitlines()[1:-1] if line.endswith("submit")]
-    assert sorted(submit) == sorted([[p, sc, "1"] for p in ("dapo", "grpo") for sc in ("tiny-0.3m", "tiny-1m")])
+    assert sorted(submit) == sorted([[p, sc, "1"] for p in ("dapo", "grpo", "grpo", "grpo")
+                                     for sc in ("tiny-0.3m", "tiny-1m")])
     for bad, msg in [("algo.preset=grpp", "no run has algo.preset = grpp"),
                      ("optim.lr=1", "optim.lr is not swept"), ("algo.preset", "expected KEY=VALUE")]:
         assert main(["sweep", demo, "--dry-run", "--only", bad]) == 2
@@ -221,9 +261,13 @@ def wait_for_step(rdir: Path, step: int, timeout: float = 120) -> None:
 
 def test_local_executor_two_runs_then_rerun_is_a_no_op(tmp_path, cache_dir, capsys):
     path = write_spec(tmp_path, tiny_spec(tmp_path, cache_dir, seeds=2))
-    assert main(["sweep", str(path), "--executor", "local", "--parallel", "2"]) == 0
-    out = capsys.readouterr().out
+    assert main(["sweep", str(path), "--executor", "local", "--parallel", "2", "--progress"]) == 0
+    cap = capsys.readouterr()
+    out = cap.out
     assert "submitting 2, skipping 0" in out and "2 of 2 submitted runs finished" in out
+    assert out.count("finished  ") == 2  # each run's outcome, written above the bar
+    # one bar over both runs' 4 steps, ending with every run done
+    assert "2 runs: 100%" in cap.err and "8/8" in cap.err and "2/2 done" in cap.err, cap.err
     sdir = tmp_path / "results" / "t"
     runs = expand(load_spec(path))
     sums = {}

@@ -3,6 +3,7 @@ models and the rollout engine's log-probs."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -35,21 +36,36 @@ def test_scoring_uses_reasoning_gym_and_the_chain_answer():
     assert task._dataset("train").score_answer(it.answer, it.entry) == 1.0
 
 
-def test_held_out_split_is_disjoint_and_shifted():
-    task = make_task(load_config(None, []).task, compact=True)
+SHIFTED = {"first_two_ge_50": lambda a, b: a >= 50 and b >= 50,
+           "first_ends_in_7": lambda a, b: a % 10 == 7}
+
+
+def _first_two(it):
+    return [int(x) for x in it.entry["metadata"]["expression"].split()[0:3:2]]
+
+
+@pytest.mark.parametrize("shift", sorted(SHIFTED))
+def test_held_out_split_is_disjoint_and_shifted(shift):
+    task = make_task(load_config(None, [f"task.held_out={shift}"]).task, compact=True)
     held = task.eval_set("held_out", 50)
-    train, _ = task.take("train", 0, 500)
-    for it in held:
-        a, b = [int(x) for x in it.entry["metadata"]["expression"].split()[0:3:2]]
-        assert a >= 50 and b >= 50
-    for it in train:
-        a, b = [int(x) for x in it.entry["metadata"]["expression"].split()[0:3:2]]
-        assert not (a >= 50 and b >= 50)
+    assert all(SHIFTED[shift](*_first_two(it)) for it in held)
+    for split in ("train", "in_dist", "warmup", "warmup_check"):
+        items, _ = task.take(split, 0, 500)
+        assert not any(SHIFTED[shift](*_first_two(it)) for it in items), split
     # deterministic: the same items every time
     assert [i.prompt for i in task.eval_set("held_out", 50)] == [i.prompt for i in held]
+
+
+def test_more_terms_and_held_out_in_warmup():
     cfg = load_config(None, ["task.held_out=more_terms"])
     prompt = make_task(cfg.task, compact=True).eval_set("held_out", 1)[0].prompt
     assert prompt.count("+") + prompt.count("-") == cfg.task.n_terms  # one more operand
+    # OXRL's setting: the warm start (pre-training) sees the shifted items, RL never does
+    task = make_task(load_config(None, ["task.held_out_in_warmup=true"]).task, compact=True)
+    warm = [_first_two(it) for it in task.take("warmup", 0, 1000)[0]]
+    share = sum(a % 10 == 7 for a, _ in warm) / len(warm)
+    assert 0.05 < share < 0.15  # ~1 in 10 first operands ends in 7
+    assert not any(a % 10 == 7 for a, _ in map(_first_two, task.take("train", 0, 500)[0]))
 
 
 def test_full_prompt_style_for_pretrained_models():

@@ -1,0 +1,143 @@
+"""Fault injection on the real single-node SLURM cluster (scripts/slurm_up.sh): a SLURM time limit
+hit mid-run, and a drained node. `scontrol requeue`, submitit's USR2 preemption and `scancel` are
+in test_slurm.py (marked `faults` too).
+
+- time limit: `slurm.time_min=1` with USR2 `signal_delay_s` before it; submitit calls
+  `RunJob.checkpoint()`, requeues the job, and the run resumes from its checkpoint, as many times
+  as it takes; every row exactly once.
+- drained node: jobs wait (`queued`, SLURM PENDING), a second `rlablate sweep` submits nothing
+  twice; a job cancelled while waiting is resubmitted by the next sweep, alone; the finished
+  run is untouched. The node is always resumed in `finally`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY
+from faultlib import checksums, lost_and_duplicated, row_keys
+from harness.cli import main
+from harness.status import run_states
+from harness.sweep import expand, load_spec
+from test_slurm import release, slurm_cluster, squeue_state, wait_until  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.faults, pytest.mark.timeout(600)]
+SET = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in TINY)}
+
+
+def spec_file(tmp_path: Path, cache_dir: Path, name: str, seeds: list[int], **extra) -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({"name": name, "base": "grpo", "seeds": seeds, "set": {
+        **SET, "run.results_dir": str(tmp_path / "results"), "run.cache_dir": str(cache_dir), **extra}}))
+    return p
+
+
+def attempts(sdir: Path) -> list[dict]:
+    p = sdir / "attempts.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def summary(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def test_time_limit_hit_requeues_through_submitit_and_resumes_without_lost_rows(tmp_path, cache_dir):
+    """A 1-minute limit, USR2 40 s before it: each attempt gets ~20 s. The run needs 15 s of
+    training (`train.max_wall_s`, summed across attempts) plus ~10 s of start-up per attempt, so
+    at least one time-out happens whatever the machine's speed."""
+    spec = spec_file(tmp_path, cache_dir, "tl", [0], **{
+        "train.steps": 100000, "train.max_wall_s": 15, "eval.every": 100000,
+        "rollout.max_new_tokens": 12, "slurm.time_min": 1, "slurm.signal_delay_s": 40,
+        "slurm.max_timeouts": 8})
+    assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
+    (run,) = expand(load_spec(spec))
+    rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
+    job_id = json.loads((sdir / "jobs.jsonl").read_text().splitlines()[-1])["job_id"]
+    t0 = time.time()
+
+    def finished_or_release() -> bool:
+        if summary(rdir).get("status") == "finished":
+            return True
+        if squeue_state(job_id) == "PENDING" and attempts(sdir):  # requeued after a time-out
+            release(job_id)
+        return False
+    wait_until(finished_or_release, 420, "the run to finish through time-outs", poll=1)
+    log = next((sdir / "_submitit").glob("*/*_log.out")).read_text()
+    tries = attempts(sdir)
+    assert len(tries) >= 2 and log.count("this job is timed-out") >= 1, log[-2000:]
+    assert f"Requeued job {job_id}" in log
+    resumed = [a["resume_from_step"] for a in tries]
+    assert all(a["job_id"] == job_id for a in tries)          # the same job, requeued
+    assert resumed[0] == 0 and all(b > a for a, b in zip(resumed, resumed[1:])), resumed
+    s = summary(rdir)
+    assert s["stop_reason"] == "max_wall_s" and s["step"] > resumed[-1]
+    want = [("eval", 0)] + [("train", i) for i in range(1, s["step"] + 1)] + [("eval", s["step"])]
+    got = row_keys(rdir)
+    assert got == want and lost_and_duplicated(got, want) == (0, 0)
+    print(f"\n[faults] time limit: {len(tries)} attempts resumed from {resumed}, "
+          f"{s['step']} steps, {time.time() - t0:.0f} s")
+
+
+def node_name() -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.split()[0]
+
+
+def set_node(state: str) -> None:
+    args = ["scontrol", "update", f"nodename={node_name()}", f"state={state}"]
+    subprocess.run(args + (["reason=rlablate-faults-test"] if state == "drain" else []),
+                   check=True, timeout=60)
+
+
+def test_drained_node_status_is_truthful_and_a_rerun_retries_exactly_the_cancelled(
+        tmp_path, cache_dir, capsys):
+    spec = spec_file(tmp_path, cache_dir, "dr", [0, 1])
+    runs = expand(load_spec(spec))
+    sdir = runs[0].cfg.run_dir().parent
+    ids = [r.run_id for r in runs]
+    set_node("drain")
+    try:
+        assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
+        capsys.readouterr()
+        jobs = {json.loads(x)["run_id"]: json.loads(x)["job_id"] for x in (sdir / "jobs.jsonl").read_text().splitlines()}
+        wait_until(lambda: all(squeue_state(jobs[r]) == "PENDING" for r in ids), 60, "PENDING jobs")
+        time.sleep(3)  # a drained node starts nothing
+        assert all(squeue_state(jobs[r]) == "PENDING" for r in ids)
+        assert {s.state for s in run_states(sdir, ids).values()} == {"queued"}
+        assert main(["status", str(sdir)]) == 0
+        text = capsys.readouterr().out
+        assert "2 runs: 0 pending, 2 queued, 0 running" in text and text.count("PENDING") == 2, text
+        # a second launch while they wait submits nothing twice
+        assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
+        assert "submitting 0, skipping 2 (2 queued)" in capsys.readouterr().out
+        # the second run's job is cancelled while waiting: it is pending again, nothing ran
+        subprocess.run(["scancel", jobs[ids[1]]], check=True, timeout=60)
+        wait_until(lambda: squeue_state(jobs[ids[1]]) is None, 60, "the cancelled job to leave the queue")
+        st = run_states(sdir, ids)  # (SLURM keeps no accounting record of a never-started array task)
+        assert st[ids[0]].state == "queued" and st[ids[1]].state == "pending", st
+        assert st[ids[1]].slurm in (None, "CANCELLED") and not runs[1].cfg.run_dir().exists()
+    finally:
+        set_node("resume")
+    wait_until(lambda: summary(runs[0].cfg.run_dir()).get("status") == "finished", 240,
+               "the first run to finish once the node is back")
+    wait_until(lambda: squeue_state(jobs[ids[0]]) is None, 60, "its job to leave the queue")
+    before = checksums(runs[0].cfg.run_dir())
+    assert main(["sweep", str(spec), "--executor", "slurm", "--wait"]) == 0
+    out = capsys.readouterr().out
+    assert "submitting 1, skipping 1 (1 finished)" in out and "1 of 1 submitted runs finished" in out, out
+    all_jobs = [json.loads(x) for x in (sdir / "jobs.jsonl").read_text().splitlines()]
+    assert [j["run_id"] for j in all_jobs] == ids + [ids[1]]   # exactly the cancelled one again
+    assert checksums(runs[0].cfg.run_dir()) == before           # the finished run untouched
+    want = [("eval", 0), ("train", 1), ("train", 2), ("eval", 2), ("train", 3), ("train", 4), ("eval", 4)]
+    for r in runs:
+        got = row_keys(r.cfg.run_dir())
+        assert got == want and lost_and_duplicated(got, want) == (0, 0), (r.run_id, got)
