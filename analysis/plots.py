@@ -125,21 +125,39 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
     for (ax_a, ax_b), scale in zip(axes, scales):
         b = board[board["scale"] == scale].sort_values("rank", na_position="last")
         y = np.arange(len(b))[::-1]
+        conv = b["converged"].fillna(False).astype(bool).to_numpy() if "converged" in b else \
+            np.ones(len(b), bool)
         for ax, name in ((ax_a, "A"), (ax_b, "B")):
             val = b[name].to_numpy(float)
-            lo = np.clip(val - b[f"{name}_lo"].to_numpy(float), 0, None)
-            hi = np.clip(b[f"{name}_hi"].to_numpy(float) - val, 0, None)
-            ax.errorbar(val, y, xerr=[np.nan_to_num(lo), np.nan_to_num(hi)], fmt="o", capsize=3)
+            lo_b, hi_b = b[f"{name}_lo"].to_numpy(float), b[f"{name}_hi"].to_numpy(float)
+            if name == "A":  # a pass rate: the interval is drawn inside [0, 1]
+                lo_b, hi_b = np.clip(lo_b, 0, 1), np.clip(hi_b, 0, 1)
+            lo = np.clip(val - lo_b, 0, None)
+            hi = np.clip(hi_b - val, 0, None)
+            for mask, style in ((conv, dict(fmt="o", color="C0")),
+                                (~conv, dict(fmt="o", color="C0", mfc="white", alpha=0.6))):
+                if mask.any():
+                    ax.errorbar(val[mask], y[mask], xerr=[np.nan_to_num(lo[mask]),
+                                np.nan_to_num(hi[mask])], capsize=3, **style)
             ax.set_yticks(y, [f"#{int(r)} {v}" if pd.notna(r) else f"-- {v}"
                               for r, v in zip(b["rank"], b["variant"])])
             ax.grid(alpha=0.3, axis="x")
+        ax_a.set_xlim(0, 1)
+        if (b["B"] > 0).any():
+            ax_b.set_xscale("log")
         if b["A"].notna().any():
             best = b["A"].max()
             ax_a.axvspan(best - margin, best + margin, color="orange", alpha=0.15,
                          label=f"best A +- {margin}")
-            ax_a.legend(fontsize=7, loc="lower left")
+            if (~conv & b["A"].notna().to_numpy()).any():
+                ax_a.plot([], [], "o", mfc="white", color="C0", label="fit not converged: A extrapolated")
+            ax_a.legend(fontsize=7, loc="best")
+        else:
+            for ax in (ax_a, ax_b):
+                ax.text(0.5, 0.5, "no fitted curve at this scale\n(see the report's notes)",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=9, color="grey")
         ax_a.set_xlabel("asymptote A (pass rate), 95% CI")
-        ax_b.set_xlabel("scaling exponent B, 95% CI")
+        ax_b.set_xlabel("scaling exponent B, 95% CI (log)")
         ax_a.set_title(f"scale {scale}: asymptote A")
         ax_b.set_title(f"scale {scale}: efficiency B")
     return _save(fig, path)

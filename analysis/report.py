@@ -145,7 +145,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits = fit_all(results, axes, window=window, n_boot=opt.n_boot, seed=opt.seed,
                    method=opt.boot_method, per_run=opt.per_run)
     runs = assign_groups(results, axes)
-    groups = summarise_groups(final_points(results, runs))
+    finals = final_points(results, runs)
+    groups = summarise_groups(finals)
     sets = sorted(results.evals["eval_set"].dropna().unique())
     primary = opt.eval_set or (IN_DIST if IN_DIST in sets else (sets[0] if sets else IN_DIST))
     board, comps = rank_groups(fits, groups, primary, opt.margin)
@@ -159,7 +160,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                            and g.curve.runs])
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
-    claims = seed_claims(runs, fits, gains, effects, primary, seed_col=axes.seed)
+    claims = seed_claims(runs, fits, finals, effects, primary, seed_col=axes.seed)
     tables = {"leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims}
@@ -261,7 +262,9 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         "algorithm keys that differ. dA = A(variant) - A(reference) and B_ratio = B(variant) / "
         "B(reference), with 95% CIs from the two groups' bootstrap replicates. Verdict: *moved A* "
         f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if A did not move and "
-        "the B_ratio interval excludes 1; otherwise *not resolved* (the runs cannot tell). "
+        "the B_ratio interval excludes 1; otherwise *not resolved* (the runs cannot tell), and "
+        "always when either fit did not converge (C_mid or B at a bound: the data do not reach "
+        "the curve's midpoint, so A is an extrapolation and its bootstrap interval is not one). "
         f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}.")
     r.table(effects)
 

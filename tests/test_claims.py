@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.claims import paired, run_trend, t_interval, train_series
+from analysis.claims import between_variants, paired, run_trend, t_interval, train_series
 from analysis.load import algorithm_label
 from analysis.report import AnalysisOptions, run_analysis
 from analysis.synth import CurveSpec, RunSpec, write_run
@@ -70,6 +70,20 @@ def test_t_interval_and_paired_by_hand():
                           "seed": [0, 1, 0, 1, 2], "value": [3.0, 5.0, 1.0, 2.0, 9.0]})
     m, lo, hi, n = paired(trend, "a", "b")   # pairs (seed 0: 2, seed 1: 3); seed 2 has no partner
     assert (m, n) == (2.5, 2)
+
+
+def test_between_variants_anova_by_hand():
+    import pandas as pd
+    finals = pd.DataFrame({"variant": list("aabbcc"), "r0": [0.0] * 6,
+                           "final": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    # means 1.5, 3.5, 5.5; MS_between = 2 * (4 + 0 + 4) / 2 = 8; MS_within = 6 * 0.25 / 3 = 0.5
+    # F = 16 on (2, 3) df: p = 0.0251; variance component (8 - 0.5) / 2 = 3.75
+    var, p, rng = between_variants(finals)
+    assert var == pytest.approx(3.75) and rng == pytest.approx(4.0)
+    assert p == pytest.approx(0.02509, abs=1e-4)
+    same = finals.assign(final=[1.0, 2.0, 2.0, 1.0, 1.5, 1.5])  # equal means: no between part
+    var, p, _ = between_variants(same)
+    assert var == 0.0 and p > 0.9
 
 
 def test_report_reproduces_every_claim_on_a_sweep_built_to_show_them(tmp_path):
