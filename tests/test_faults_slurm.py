@@ -51,11 +51,14 @@ def summary(run_dir: Path) -> dict:
 
 
 def test_time_limit_hit_requeues_through_submitit_and_resumes_without_lost_rows(tmp_path, cache_dir):
-    """A 1-minute limit, USR2 40 s before it: each attempt gets ~20 s. The run needs 15 s of
-    training (`train.max_wall_s`, summed across attempts) plus ~10 s of start-up per attempt, so
-    at least one time-out happens whatever the machine's speed."""
+    """A 1-minute limit, USR2 due 40 s before it. slurmctld checks its timers only every ~30 s,
+    so the signal arrives 20-50 s into an attempt (15 s of training finished inside one idle
+    attempt before the signal came: a first version of this test passed only on a loaded
+    machine). The run needs 50 s of training (`train.max_wall_s`, summed across attempts) plus
+    start-up, more than any single attempt gets before its signal: at least one time-out
+    happens whatever the machine's speed."""
     spec = spec_file(tmp_path, cache_dir, "tl", [0], **{
-        "train.steps": 100000, "train.max_wall_s": 15, "eval.every": 100000,
+        "train.steps": 100000, "train.max_wall_s": 50, "eval.every": 100000,
         "rollout.max_new_tokens": 12, "slurm.time_min": 1, "slurm.signal_delay_s": 40,
         "slurm.max_timeouts": 8})
     assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
