@@ -338,8 +338,8 @@ def parse_spec(raw: Any, source: str = "<dict>", base_dir: Path | None = None,
         size *= len(a.values)
     for point in include:
         extra = 1
-        for a in axes:
-            extra *= 1 if any(k in point for k in a.keys) else len(a.values)
+        for a in _crossed(axes, point):
+            extra *= len(a.values)
         size += extra
     if size > max_runs:  # checked before expanding anything: a huge grid fails at once
         dims = " x ".join(f"{len(a.values)} ({a.where})" for a in axes)
@@ -496,12 +496,17 @@ def expand(spec: Spec) -> list[Run]:
     return runs
 
 
+def _crossed(axes: list[Axis], entry: dict) -> list[Axis]:
+    """The axes an `include` entry is crossed with: those it names no key of."""
+    return [a for a in axes if not any(k in entry for k in a.keys)]
+
+
 def _points(spec: Spec):
     """The grid's points, then each `include` entry crossed with the axes it does not name."""
     for combo in itertools.product(*(a.values for a in spec.axes)):
         yield {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
     for entry in spec.include:
-        free = [a for a in spec.axes if not any(k in entry for k in a.keys)]
+        free = _crossed(spec.axes, entry)
         for combo in itertools.product(*(a.values for a in free)):
             # the entry's keys in grid order first, then its own, then the crossed axes
             point = {k: entry[k] for a in spec.axes for k in a.keys if k in entry}

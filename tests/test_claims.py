@@ -9,6 +9,7 @@ algorithms differ in-distribution but not held-out.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.claims import between_variants, paired, run_trend, t_interval, train_series
@@ -65,7 +66,6 @@ def test_t_interval_and_paired_by_hand():
     # mean 2, sd 1, t(0.975, 2) = 4.302653: half width 4.302653 / sqrt(3) = 2.484138
     assert (m, n) == (2.0, 3) and lo == pytest.approx(2 - 2.484138, abs=1e-6)
     assert hi == pytest.approx(2 + 2.484138, abs=1e-6)
-    import pandas as pd
     trend = pd.DataFrame({"variant": ["a", "a", "b", "b", "b"], "scale": ["s"] * 5,
                           "seed": [0, 1, 0, 1, 2], "value": [3.0, 5.0, 1.0, 2.0, 9.0]})
     m, lo, hi, n = paired(trend, "a", "b")   # pairs (seed 0: 2, seed 1: 3); seed 2 has no partner
@@ -73,7 +73,6 @@ def test_t_interval_and_paired_by_hand():
 
 
 def test_between_variants_anova_by_hand():
-    import pandas as pd
     finals = pd.DataFrame({"variant": list("aabbcc"), "r0": [0.0] * 6,
                            "final": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
     # means 1.5, 3.5, 5.5; MS_between = 2 * (4 + 0 + 4) / 2 = 8; MS_within = 6 * 0.25 / 3 = 0.5
@@ -133,7 +132,6 @@ def test_missing_variants_say_not_tested(tmp_path):
 
 def test_trends_ignore_excluded_runs(tmp_path):
     write_sweep(tmp_path / "s", {"grpo": VARIANTS["grpo"]}, seeds=(0,), scales=("tiny-1m",))
-    import pandas as pd
     runs = pd.DataFrame([{"run_id": "x", "run_dir": str(next((tmp_path / "s").iterdir())),
                           "variant": "grpo", "scale_value": "tiny-1m", "run.seed": 0,
                           "excluded": None}])
