@@ -11,6 +11,7 @@ position ids the sampler used (left padding), so a recomputed log-prob matches t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -77,10 +78,19 @@ class HFEngine:
                          **{self._cache_kw: cache}, **kw)
         return out.logits[:, -1], output_cache(out)
 
-    @torch.no_grad()
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float,
                  top_p: float = 1.0) -> Rollout:
-        """Sample one response per prompt (repeat prompts for groups). temperature 0 = greedy."""
+        """Sample one response per prompt (repeat prompts for groups). temperature 0 = greedy.
+
+        Decodes under `torch.inference_mode` (no autograd bookkeeping per op: ~3% of sampling on
+        the tiny model); the returned tensors are ordinary ones, usable in the update's graph."""
+        with torch.inference_mode():
+            ro = self._generate(prompts, max_new_tokens, temperature, top_p)
+        return Rollout(*[x.clone() if isinstance(x, torch.Tensor) else x
+                         for x in (getattr(ro, f.name) for f in dataclasses.fields(Rollout))])
+
+    def _generate(self, prompts: list[str], max_new_tokens: int, temperature: float,
+                  top_p: float) -> Rollout:
         model, tok = self.model, self.tok
         device = next(model.parameters()).device
         # runs of identical prompts: encode and prefill each run once

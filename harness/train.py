@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from . import algos, distributed, faults
 from .config import Config, config_from_dict, dump_yaml
+from .cpu import tune_malloc
 from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
 from .io import (CheckpointError, MetricsLog, atomic_write_text, file_lock, load_checkpoint_file,
@@ -113,6 +114,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
     item_log = MetricsLog(run_dir / "eval_items.jsonl")  # per-item eval results (bootstrap)
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
+    if cfg.run.malloc_tuning:
+        tune_malloc()
     device = torch.device(cfg.run.device if cfg.run.device != "auto" else
                           ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and dp.world > 1:  # one GPU per process
@@ -178,8 +181,11 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
         a, r = cfg.algo, cfg.rollout
         updates_per_step = a.epochs * a.minibatches
         trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters
+        # fused: one kernel over all parameters (CPU and CUDA): 1.7 ms vs 4.4 ms per step on the
+        # tiny model (LOG.md); the same update up to float rounding
         opt = torch.optim.AdamW(trainable, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
-                                betas=(cfg.optim.beta1, cfg.optim.beta2))
+                                betas=(cfg.optim.beta1, cfg.optim.beta2),
+                                fused=device.type in ("cpu", "cuda") or None)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, _lr_lambda(cfg, cfg.train.steps * updates_per_step))
         state = {"step": 0, "cursor": 0, "flops": 0.0, "tokens": 0, "wall_s": 0.0, "eval_flops": 0.0}
@@ -524,13 +530,14 @@ class _TB:
 
     def __init__(self, path: Path, purge_step: int):
         from torch.utils.tensorboard import SummaryWriter
-        self.w = SummaryWriter(str(path), purge_step=purge_step)
+        # written to disk every 10 s and at close (not every step: ~1% of a tiny model's step);
+        # metrics.jsonl, written every step, stays the record
+        self.w = SummaryWriter(str(path), purge_step=purge_step, flush_secs=10)
 
     def log(self, row: dict) -> None:
         for k, v in row.items():
             if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 self.w.add_scalar(k, v, row["step"])
-        self.w.flush()
 
     def close(self) -> None:
         self.w.close()
