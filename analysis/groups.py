@@ -219,7 +219,13 @@ def fits_table(fits: list[GroupFit]) -> pd.DataFrame:
 
 
 def final_points(results: Results, runs: pd.DataFrame) -> pd.DataFrame:
-    """Per usable run and eval set: R0 (step 0), the last eval (step, pass rate, stderr)."""
+    """Per usable run and eval set: R0 (step 0) and the "final" eval (step, pass rate, stderr).
+
+    Finals are compared across variants, so they are taken at matched training: the last eval at
+    or before the *common step* of the run's scale and eval set, the largest step every run there
+    reached. When all runs have the same length that is each run's last eval; when some runs are
+    longer (a sweep that runs a few variants further to fit their asymptote), their later evals
+    still enter the curve fits but not the final-vs-final comparisons."""
     usable = runs[runs["excluded"].isna()][["sweep", "run_id", "variant", "scale_value"]]
     ev = results.evals.merge(usable, on=["sweep", "run_id"])
     if ev.empty:
@@ -227,6 +233,9 @@ def final_points(results: Results, runs: pd.DataFrame) -> pd.DataFrame:
                                      "r0", "final", "final_se", "final_step", "n_items"])
     ev = ev.sort_values("step")
     keys = ["sweep", "run_id", "variant", "scale_value", "eval_set"]
+    last_step = ev.groupby(keys, dropna=False)["step"].transform("max")
+    common = last_step.groupby([ev["scale_value"].astype(str), ev["eval_set"]]).transform("min")
+    ev = ev[ev["step"] <= common]
     last = ev.groupby(keys).tail(1).set_index(keys)
     start = ev[ev["step"] == 0].groupby(keys)["pass_rate"].first()
     out = pd.DataFrame({"r0": start, "final": last["pass_rate"], "final_se": last["stderr"],

@@ -161,7 +161,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
     claims = seed_claims(runs, fits, finals, effects, primary, seed_col=axes.seed)
-    tables = {"leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
+    tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
@@ -180,6 +180,24 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes}
 
 
+def _finals_note(results, finals: pd.DataFrame) -> str:
+    """Which step the "final" pass rates are read at, per scale (see `final_points`)."""
+    if finals.empty:
+        return "No final pass rates (no eval rows)."
+    ev = results.evals.merge(finals[["sweep", "run_id"]].drop_duplicates(), on=["sweep", "run_id"])
+    longest = ev.groupby("run_id")["step"].max()
+    parts = []
+    for scale, f in finals.groupby(finals["scale_value"].astype(str)):
+        step = int(f["final_step"].max())
+        longer = sorted({r for r in f["run_id"] if longest.get(r, step) > step})
+        parts.append(f"{scale}: step {step}" + (
+            f" ({len(longer)} longer runs contribute their later evals to the curve fits only)"
+            if longer else ""))
+    return ("Final pass rates (leaderboard `final`, gains, claim 4) are compared at matched "
+            "training: the last eval at or before the step every run of the scale reached. "
+            + "; ".join(parts) + ".")
+
+
 def build_report(opt, results, axes, runs, window, primary, sets, t, figures) -> Report:
     """Assemble the report's sections from the computed tables."""
     r = Report()
@@ -193,6 +211,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         f"to the step-0 eval; compute C in training FLOPs. Fit window: {window.describe()}. "
         f"Bootstrap: {opt.n_boot} replicates, method {opt.boot_method}, seed {opt.seed}; 95% "
         f"percentile CIs widened for few resampled units. Comparison margin on A: {opt.margin}.")
+    r.p(_finals_note(results, t["finals"]))
     r.h(f"Leaderboard ({primary})")
     cols = ["scale", "rank", "variant", "n_runs", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi",
             "C_mid", "R0", "final", "final_se", "converged", "ci_method", "note"]

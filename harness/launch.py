@@ -257,9 +257,11 @@ def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wa
             result["results"][r.run_id] = _outcome(job, out)
         return result
 
-    # local: at most `parallel` runs at once, each a submitit local job (its own process)
+    # local: at most `parallel` runs at once, each a submitit local job (its own process). The
+    # runs with the most training steps start first (stable: spec order otherwise), so a sweep
+    # that runs a few variants longer does not end with one core waiting on them.
     parallel = parallel or spec.local["parallel"] or os.cpu_count() or 1
-    queue, active = list(todo), {}
+    queue, active = sorted(todo, key=lambda r: -r.cfg.train.steps), {}
     progress = SweepProgress(todo, states, enabled=show_progress)
     out = progress.write if show_progress else out
     try:

@@ -94,3 +94,36 @@ def test_nan_eval_points_are_dropped_with_a_note_and_linear_rise_is_flagged(tmp_
     assert "dropped 1 eval point(s)" in group.notes and "[30]" in group.notes
     # a straight line never saturates: A runs to its bound and the fit says so
     assert not group.fit.converged and "no saturation" in group.fit.message
+
+
+def test_finals_are_read_at_the_step_every_run_of_the_scale_reached(tmp_path):
+    """A sweep that runs one variant further (to fit its asymptote) must not compare that
+    variant's later pass rate with the others' earlier one."""
+    import json
+
+    import yaml
+
+    from analysis.groups import final_points
+    from analysis.load import load_results
+
+    def run(name, preset, scale, steps, slope):
+        d = tmp_path / "s" / name
+        d.mkdir(parents=True)
+        (d / "config.yaml").write_text(yaml.safe_dump(
+            {"algo": {"preset": preset}, "model": {"scale": scale}, "run": {"seed": 0}}))
+        rows = [{"kind": "eval", "step": s, "compute/flops": s * 1e12,
+                 "eval/in_dist/pass@1": 0.2 + slope * s, "eval/in_dist/stderr": 0.01}
+                for s in range(0, steps + 1, 20)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "summary.json").write_text(json.dumps({"status": "finished"}))
+
+    run("long", "grpo", "tiny-1m", 300, 0.001)
+    run("short", "dapo", "tiny-1m", 60, 0.001)
+    run("small", "grpo", "tiny-0.3m", 100, 0.0005)
+    res = load_results(tmp_path)
+    runs = assign_groups(res, detect_axes(res))
+    f = final_points(res, runs).set_index("run_id")
+    assert f.loc["long", "final_step"] == 60 and f.loc["short", "final_step"] == 60
+    assert f.loc["long", "final"] == pytest.approx(0.26)  # 0.2 + 0.001 * 60, not its step-300 0.5
+    assert f.loc["small", "final_step"] == 100  # another scale keeps its own common step
+    assert f.loc["long", "r0"] == pytest.approx(0.2)

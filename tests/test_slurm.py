@@ -79,9 +79,10 @@ def squeue_state(job_id: str) -> str | None:
 
 
 def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_path, cache_dir, capsys):
-    """sweeps/demo.yaml, its grpo runs (2 scales x 2 seeds) with tiny overrides, --executor slurm."""
-    spec_path = str(ROOT / "sweeps" / "demo.yaml")
-    over = tiny_overrides(tmp_path, cache_dir, swept={"model.scale"}) + ["--only", "algo.preset=grpo"]
+    """sweeps/demo-quick.yaml, its grpo runs (3 seeds) with tiny overrides, --executor slurm.
+    (demo.yaml sweeps train.steps, which an override may not collapse.)"""
+    spec_path = str(ROOT / "sweeps" / "demo-quick.yaml")
+    over = tiny_overrides(tmp_path, cache_dir) + ["--only", "algo.preset=grpo"]
     t0 = time.time()
     assert main(["sweep", spec_path, "--executor", "slurm", "--wait", *over]) == 0
     dt = time.time() - t0
@@ -89,7 +90,7 @@ def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_pat
     every = expand(load_spec(spec_path, over[:-2]))
     runs = [r for r in every if r.cfg.algo.preset == "grpo"]
     n, rest = len(runs), len(every) - len(runs)
-    assert n >= 4 and "job array" in out and f"{n} of {n} submitted runs finished" in out, out
+    assert n >= 3 and "job array" in out and f"{n} of {n} submitted runs finished" in out, out
     sdir = runs[0].cfg.run_dir().parent
     jobs = [json.loads(x) for x in (sdir / "jobs.jsonl").read_text().splitlines()]
     assert len(jobs) == n and len({j["job_id"].split("_")[0] for j in jobs}) == 1, jobs

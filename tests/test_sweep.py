@@ -204,7 +204,9 @@ def test_thousand_runs_expand_in_well_under_two_seconds(tmp_path, cache_dir):
 def test_shipped_specs_dry_run(capsys):
     assert main(["sweep", str(ROOT / "sweeps" / "demo.yaml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{(len(list_presets()) + 2) * 2 * 2} runs in 1 resource group" in out.splitlines()[-1]
+    # every preset x 2 scales x 2 seeds, less GRPO and Dr. GRPO at tiny-1m (2 x 2), which run in the
+    # long tier with the two GRPO ablations (4 x 2)
+    assert f"{len(list_presets()) * 2 * 2 - 4 + 8} runs in 1 resource group" in out.splitlines()[-1]
     demo = load_spec(ROOT / "sweeps" / "demo.yaml")
     runs = expand(demo)
     assert {r.cfg.algo.preset for r in runs} == set(list_presets()), \
@@ -212,8 +214,11 @@ def test_shipped_specs_dry_run(capsys):
     assert {r.cfg.model.scale for r in runs} == {"tiny-0.3m", "tiny-1m"} and demo.executor == "local"
     assert sorted({r.cfg.run_name().split("-tiny")[0] for r in runs if r.cfg.algo.deviates_from_preset}) \
         == ["grpo+clip_high=0.28", "grpo+group_filter=zero_variance"]
+    long = [r for r in runs if r.cfg.train.steps == 240]
+    assert len(long) == 8 and {r.cfg.model.scale for r in long} == {"tiny-1m"}
+    assert {r.cfg.train.steps for r in runs if r not in long} == {40, 60}
     assert main(["sweep", str(ROOT / "sweeps" / "demo-quick.yaml"), "--dry-run"]) == 0
-    assert "8 runs in 1 resource group" in capsys.readouterr().out
+    assert "6 runs in 1 resource group" in capsys.readouterr().out
     assert main(["sweep", str(ROOT / "sweeps" / "scalerl_loss.yaml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "36 runs in 4 resource groups" in out and "(dry run: nothing written)" in out
@@ -227,11 +232,12 @@ def test_only_selects_a_subset_strictly(capsys):
     demo = str(ROOT / "sweeps" / "demo.yaml")
     assert main(["sweep", demo, "--dry-run", "--only", "algo.preset=grpo,dapo", "--only", "run.seed=1"]) == 0
     out = capsys.readouterr().out
-    n = len(list_presets()) * 4 + 2 * 4  # + two GRPO ablations (include) x 2 scales x 2 seeds
-    assert f"{n} runs in 1 resource group; local executor would submit 8, skip {n - 8}" in out
-    submit = [line.split()[2:5] for line in out.splitlines()[1:-1] if line.endswith("submit")]
-    assert sorted(submit) == sorted([[p, sc, "1"] for p in ("dapo", "grpo", "grpo", "grpo")
-                                     for sc in ("tiny-0.3m", "tiny-1m")])
+    n = len(list_presets()) * 4 - 4 + 8  # see test_shipped_specs_dry_run
+    assert f"{n} runs in 1 resource group; local executor would submit 6, skip {n - 6}" in out
+    submit = [line.split()[2:6] for line in out.splitlines()[1:-1] if line.endswith("submit")]
+    assert sorted(submit) == sorted([["dapo", "tiny-0.3m", "40", "10"], ["dapo", "tiny-1m", "60", "10"],
+                                     ["grpo", "tiny-0.3m", "40", "10"]]
+                                    + [["grpo", "tiny-1m", "240", "20"]] * 3)
     for bad, msg in [("algo.preset=grpp", "no run has algo.preset = grpp"),
                      ("optim.lr=1", "optim.lr is not swept"), ("algo.preset", "expected KEY=VALUE")]:
         assert main(["sweep", demo, "--dry-run", "--only", bad]) == 2
