@@ -215,6 +215,13 @@ def _launch_lock(sdir: Path):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def start_order(runs: list[Run]) -> list[Run]:
+    """The order the local executor starts runs in: most `train.steps` first, spec order among
+    equals, so a sweep that runs a few variants longer does not end with one core busy on a long
+    run and the others idle (longest-processing-time-first scheduling)."""
+    return sorted(runs, key=lambda r: -r.cfg.train.steps)
+
+
 def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wait: bool,
                    out: Callable[[str], None], selected: set[str] | None,
                    show_progress: bool = False) -> dict:
@@ -257,11 +264,9 @@ def _launch_locked(spec: Spec, runs: list[Run], executor: str, parallel: int, wa
             result["results"][r.run_id] = _outcome(job, out)
         return result
 
-    # local: at most `parallel` runs at once, each a submitit local job (its own process). The
-    # runs with the most training steps start first (stable: spec order otherwise), so a sweep
-    # that runs a few variants longer does not end with one core waiting on them.
+    # local: at most `parallel` runs at once, each a submitit local job (its own process)
     parallel = parallel or spec.local["parallel"] or os.cpu_count() or 1
-    queue, active = sorted(todo, key=lambda r: -r.cfg.train.steps), {}
+    queue, active = start_order(todo), {}
     progress = SweepProgress(todo, states, enabled=show_progress)
     out = progress.write if show_progress else out
     try:

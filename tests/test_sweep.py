@@ -352,3 +352,15 @@ def test_debug_executor_runs_in_process_and_status_reads_a_spec(tmp_path, cache_
     text, counts = status_report(sdir, runs_of_dir(sdir))
     assert counts["finished"] == 1 and run.run_id in text
     assert main(["status", str(path)]) == 0 and "1 finished" in capsys.readouterr().out
+
+
+def test_local_executor_starts_the_longest_runs_first():
+    """The demo's long tier (240 steps) is listed last in the spec but must start first, so the
+    two cores do not end on it; equal lengths keep the spec's order."""
+    from harness.launch import start_order
+    runs = expand(load_spec(ROOT / "sweeps" / "demo.yaml"))
+    order = start_order(runs)
+    steps = [r.cfg.train.steps for r in order]
+    assert steps == sorted(steps, reverse=True) and steps[:8] == [240] * 8 and steps[-1] == 40
+    same = [r.index for r in order if r.cfg.train.steps == 60]
+    assert same == sorted(same) and len(same) == 20
