@@ -67,6 +67,18 @@ def train_series(runs: pd.DataFrame, keys: list[str], seed_col: str | None = "ru
     return out[out["excluded"].isna()].drop(columns="excluded")
 
 
+def matched(series: pd.DataFrame, variants) -> pd.DataFrame:
+    """The rows of `variants` up to, per scale, the last step every one of their runs reached,
+    so that two variants' trends are compared over the same training (a sweep may run one of
+    them longer to fit its asymptote)."""
+    s = series[series["variant"].isin(list(variants))]
+    if s.empty:
+        return s
+    last = s.groupby("run_id")["step"].transform("max")
+    common = last.groupby(s["scale_value"].astype(str)).transform("min")
+    return s[s["step"] <= common]
+
+
 def run_trend(series: pd.DataFrame, key: str, how: str) -> pd.DataFrame:
     """One number per run: ``change`` = mean over the last quarter of steps minus the first
     quarter; ``late_mean`` = mean over the second half."""
@@ -215,7 +227,7 @@ def seed_claims(runs: pd.DataFrame, fits, finals: pd.DataFrame, effects: pd.Data
     # 1. incorrect-response length: GRPO grows, Dr. GRPO does not
     grpo, dr = _find(variants, "grpo"), _find(variants, "dr_grpo")
     if grpo and dr:
-        trend = run_trend(series, "rollout/response_len_incorrect", "change")
+        trend = run_trend(matched(series, (grpo, dr)), "rollout/response_len_incorrect", "change")
         g = t_interval(trend[trend["variant"] == grpo]["value"])
         d = t_interval(trend[trend["variant"] == dr]["value"])
         diff = paired(trend, grpo, dr)
@@ -241,10 +253,11 @@ def seed_claims(runs: pd.DataFrame, fits, finals: pd.DataFrame, effects: pd.Data
     ch = _pick(variants, "grpo", "clip_high") if grpo else None
     pair = (ch, grpo) if ch else ((_find(variants, "dapo"), grpo) if grpo else (None, None))
     if all(pair):
-        trend = run_trend(series, "policy/entropy", "late_mean")
+        both = matched(series, pair)
+        trend = run_trend(both, "policy/entropy", "late_mean")
         diff = paired(trend, *pair)
         ref_level = t_interval(trend[trend["variant"] == pair[1]]["value"])
-        clip = series[series["variant"] == pair[1]]["policy/clip_frac"]
+        clip = both[both["variant"] == pair[1]]["policy/clip_frac"]
         clip_frac = float(clip.mean()) if clip.notna().any() else float("nan")
         verdict = ("reproduces" if np.isfinite(diff[1]) and diff[1] > 0 else
                    "does not reproduce" if np.isfinite(diff[2]) and diff[2] < 0 else

@@ -140,3 +140,25 @@ def test_trends_ignore_excluded_runs(tmp_path):
     assert run_trend(series, "policy/entropy", "late_mean")["value"].iloc[0] == pytest.approx(0.70, abs=0.01)
     runs["excluded"] = "diverged at step 3"
     assert train_series(runs, ["policy/entropy"]).empty
+
+
+def test_trends_of_two_variants_are_compared_over_the_same_steps():
+    """GRPO run 600 steps (to fit its asymptote) and Dr. GRPO 240: claim 1 and 2 trends use the
+    first 240 steps of both; other scales keep their own common step."""
+    from analysis.claims import matched, run_trend
+    rows = []
+    for variant, scale, steps in [("grpo", "1m", 600), ("dr_grpo", "1m", 240), ("dapo", "1m", 60),
+                                  ("grpo", "0.3m", 40), ("dr_grpo", "0.3m", 40)]:
+        for step in range(1, steps + 1):
+            # length grows 0.01 token per step for GRPO, flat for Dr. GRPO
+            rows.append({"run_id": f"{variant}-{scale}", "variant": variant, "scale_value": scale,
+                         "seed": 0, "step": step,
+                         "len": 10 + (0.01 * step if variant == "grpo" else 0.0)})
+    series = pd.DataFrame(rows)
+    m = matched(series, ("grpo", "dr_grpo"))
+    assert set(m["variant"]) == {"grpo", "dr_grpo"}  # dapo's 60 steps do not cut the pair
+    assert m.groupby("run_id")["step"].max().to_dict() == {
+        "grpo-1m": 240, "dr_grpo-1m": 240, "grpo-0.3m": 40, "dr_grpo-0.3m": 40}
+    trend = run_trend(m, "len", "change").set_index("run_id")["value"]
+    # last quarter minus first quarter of 240 steps: 0.01 * 180 = 1.8 tokens (not 4.5 over 600)
+    assert trend["grpo-1m"] == pytest.approx(1.8) and trend["dr_grpo-1m"] == pytest.approx(0.0)

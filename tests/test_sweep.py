@@ -214,8 +214,10 @@ def test_shipped_specs_dry_run(capsys):
     assert {r.cfg.model.scale for r in runs} == {"tiny-0.3m", "tiny-1m"} and demo.executor == "local"
     assert sorted({r.cfg.run_name().split("-tiny")[0] for r in runs if r.cfg.algo.deviates_from_preset}) \
         == ["grpo+clip_high=0.28", "grpo+group_filter=zero_variance"]
-    long = [r for r in runs if r.cfg.train.steps == 240]
+    long = [r for r in runs if r.cfg.train.steps in (240, 480)]
     assert len(long) == 8 and {r.cfg.model.scale for r in long} == {"tiny-1m"}
+    assert sorted(r.cfg.run_name().split("-tiny")[0] for r in long if r.cfg.train.steps == 480) == \
+        ["grpo", "grpo", "grpo+group_filter=zero_variance", "grpo+group_filter=zero_variance"]
     assert {r.cfg.train.steps for r in runs if r not in long} == {40, 60}
     assert main(["sweep", str(ROOT / "sweeps" / "demo-quick.yaml"), "--dry-run"]) == 0
     assert "6 runs in 1 resource group" in capsys.readouterr().out
@@ -235,9 +237,9 @@ def test_only_selects_a_subset_strictly(capsys):
     n = len(list_presets()) * 4 - 4 + 8  # see test_shipped_specs_dry_run
     assert f"{n} runs in 1 resource group; local executor would submit 6, skip {n - 6}" in out
     submit = [line.split()[2:6] for line in out.splitlines()[1:-1] if line.endswith("submit")]
-    assert sorted(submit) == sorted([["dapo", "tiny-0.3m", "40", "10"], ["dapo", "tiny-1m", "60", "10"],
-                                     ["grpo", "tiny-0.3m", "40", "10"]]
-                                    + [["grpo", "tiny-1m", "240", "20"]] * 3)
+    assert sorted(submit) == sorted([["dapo", "tiny-0.3m", "40", "10"], ["dapo", "tiny-1m", "60", "15"],
+                                     ["grpo", "tiny-0.3m", "40", "10"], ["grpo", "tiny-1m", "240", "30"]]
+                                    + [["grpo", "tiny-1m", "480", "30"]] * 2)
     for bad, msg in [("algo.preset=grpp", "no run has algo.preset = grpp"),
                      ("optim.lr=1", "optim.lr is not swept"), ("algo.preset", "expected KEY=VALUE")]:
         assert main(["sweep", demo, "--dry-run", "--only", bad]) == 2
@@ -355,12 +357,13 @@ def test_debug_executor_runs_in_process_and_status_reads_a_spec(tmp_path, cache_
 
 
 def test_local_executor_starts_the_longest_runs_first():
-    """The demo's long tier (240 steps) is listed last in the spec but must start first, so the
-    two cores do not end on it; equal lengths keep the spec's order."""
+    """The demo's long tier (480 and 240 steps) is listed last in the spec but must start first,
+    so the two cores do not end on it; equal lengths keep the spec's order."""
     from harness.launch import start_order
     runs = expand(load_spec(ROOT / "sweeps" / "demo.yaml"))
     order = start_order(runs)
     steps = [r.cfg.train.steps for r in order]
-    assert steps == sorted(steps, reverse=True) and steps[:8] == [240] * 8 and steps[-1] == 40
+    assert steps == sorted(steps, reverse=True) and steps[:8] == [480] * 4 + [240] * 4
+    assert steps[-1] == 40
     same = [r.index for r in order if r.cfg.train.steps == 60]
     assert same == sorted(same) and len(same) == 20
