@@ -34,7 +34,10 @@ def rank_groups(fits: list[GroupFit], groups: pd.DataFrame, eval_set: str,
     Returns (leaderboard, comparisons): the leaderboard has one row per variant and scale with
     rank, A/B/C_mid and CIs, the final pass rate and its SE; comparisons has one row per pair of
     neighbours with the axis that decided and the eval-set resolution of their final pass rates.
-    Groups whose fit was refused are listed last, with the reason.
+    Only converged fits are ranked and compared: when the optimiser stopped at a bound (C_mid
+    beyond the data, A at 1, B at a limit) A is an extrapolation, and ordering by it would rank
+    noise. Unconverged fits follow unranked (by A, with the fit's note), then groups whose fit
+    was refused, with the reason.
     """
     board, comps = [], []
     chosen = [g for g in fits if g.level == "group" and g.eval_set == eval_set]
@@ -51,13 +54,13 @@ def rank_groups(fits: list[GroupFit], groups: pd.DataFrame, eval_set: str,
             c = cache[key]
             return 0 if c.winner is None else (-1 if c.winner == a.variant else 1)
 
-        ordered = sorted(sorted(fitted, key=lambda g: -g.fit.A), key=cmp_to_key(cmp))
+        ranked = [g for g in fitted if g.fit.converged]
+        ordered = sorted(sorted(ranked, key=lambda g: -g.fit.A), key=cmp_to_key(cmp))
+        ordered += sorted((g for g in fitted if not g.fit.converged), key=lambda g: -g.fit.A)
         ordered += sorted((g for g in members if g.fit is None), key=lambda g: g.variant)
         for rank, g in enumerate(ordered, start=1):
-            board.append(_board_row(rank if g.fit else None, g, groups, eval_set))
-        for a, b in zip(ordered, ordered[1:]):
-            if a.fit is None or b.fit is None:
-                continue
+            board.append(_board_row(rank if rank <= len(ranked) else None, g, groups, eval_set))
+        for a, b in zip(ordered[:len(ranked)], ordered[1:len(ranked)]):
             c = compare_fits(a.variant, a.fit, a.windowed, b.variant, b.fit, b.windowed, margin)
             fa, fb = (_final(groups, g, eval_set) for g in (a, b))
             mrd = float(resolvable_difference(fa[1], fb[1]))

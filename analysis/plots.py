@@ -145,8 +145,8 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
         ax_a.set_xlim(0, 1)
         if (b["B"] > 0).any():
             ax_b.set_xscale("log")
-        if b["A"].notna().any():
-            best = b["A"].max()
+        if (b["A"].notna() & conv).any():  # the band marks the best ranked (converged) A
+            best = b["A"][conv].max()
             ax_a.axvspan(best - margin, best + margin, color="orange", alpha=0.15,
                          label=f"best A +- {margin}")
             if (~conv & b["A"].notna().to_numpy()).any():

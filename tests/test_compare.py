@@ -98,3 +98,40 @@ def test_spread_of_gains_and_ratio():
     assert spreads.loc["held_out", "ratio_spread_gain"] == pytest.approx(35.8, abs=0.1)
     assert spreads.loc["held_out", "ratio_spread_fit_gain"] == pytest.approx(20.0)
     assert spreads.loc["in_dist", "best"] == "a"
+
+
+def test_leaderboard_ranks_only_converged_fits(tmp_path):
+    """A straight line in log-compute never saturates: its fit stops with A at the bound 1. That
+    A is an extrapolation and must not outrank a saturating curve with a lower, identified A."""
+    import json
+
+    import yaml
+
+    from analysis.fit import FitWindow
+    from analysis.groups import assign_groups, detect_axes, final_points, fit_all, summarise_groups
+    from analysis.leaderboard import rank_groups
+    from analysis.load import load_results
+
+    def run(name, preset, curve):
+        d = tmp_path / "s" / name
+        d.mkdir(parents=True)
+        (d / "config.yaml").write_text(yaml.safe_dump({"algo": {"preset": preset}, "run": {"seed": 0}}))
+        rows = [{"kind": "eval", "step": s, "compute/flops": s * 1e12,
+                 "eval/in_dist/pass@1": curve(s), "eval/in_dist/stderr": 0.01}
+                for s in range(0, 201, 10)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "summary.json").write_text(json.dumps({"status": "finished"}))
+
+    run("sat", "grpo", lambda s: 0.3 + 0.3 / (1 + (40 / s) ** 1.5) if s else 0.3)  # A = 0.6
+    run("lin", "dapo", lambda s: 0.3 + 0.002 * s)  # no saturation
+    res = load_results(tmp_path)
+    axes = detect_axes(res)
+    fits = fit_all(res, axes, window=FitWindow(), n_boot=0)
+    groups = summarise_groups(final_points(res, assign_groups(res, axes)))
+    board, comps = rank_groups(fits, groups, "in_dist")
+    board = board.set_index("variant")
+    assert board.loc["grpo", "rank"] == 1 and bool(board.loc["grpo", "converged"])
+    assert board.loc["grpo", "A"] == pytest.approx(0.6, abs=0.01)
+    assert pd.isna(board.loc["dapo", "rank"]) and not board.loc["dapo", "converged"]
+    assert board.loc["dapo", "A"] > board.loc["grpo", "A"]  # higher, but not identified
+    assert comps.empty  # one ranked group: no neighbour to compare with
