@@ -163,3 +163,23 @@ def rank_across_scales(board: pd.DataFrame, margin: float = DEFAULT_MARGIN
                               "dA_a": dA1, "dA_b": dA2,
                               "within_margin": bool(abs(dA1) < margin or abs(dA2) < margin)})
     return ranks.reset_index(), pd.DataFrame(taus), pd.DataFrame(flips)
+
+
+def rank_gains_across_scales(gains: pd.DataFrame, eval_set: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rank of each variant by its mean gain at matched training (final - R0; 1 = largest) per
+    scale, and Kendall tau between each pair of scales over the variants both have. The fallback
+    when fitted A cannot rank (a scale whose curves do not saturate or do not rise): a gain exists
+    either way, though a rank difference may be far below what the eval set resolves."""
+    g = gains[(gains["eval_set"] == eval_set) & gains["gain"].notna()]
+    if g.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    g = g.assign(rank=g.groupby("scale")["gain"].rank(ascending=False, method="min"))
+    ranks = g.pivot_table(index="variant", columns="scale", values="rank")
+    ranks = ranks[sorted(ranks.columns, key=scale_sort_key)]
+    taus = []
+    for s1, s2 in combinations(list(ranks.columns), 2):
+        both = ranks[[s1, s2]].dropna()
+        tau, p = (stats.kendalltau(both[s1], both[s2]) if len(both) >= 2 else (np.nan, np.nan))
+        taus.append({"scale_a": s1, "scale_b": s2, "n_variants": len(both),
+                     "kendall_tau": tau, "p_value": p})
+    return ranks.reset_index(), pd.DataFrame(taus)

@@ -24,9 +24,9 @@ from analysis.claims import REFERENCE, choice_effects, seed_claims
 from analysis.compare import DEFAULT_MARGIN, check_extrapolation, resolvable_difference
 from analysis.fit import FitWindow
 from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, fits_table,
-                             summarise_groups)
-from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_groups, spread_of_gains,
-                                  summarise_gains)
+                             scale_sort_key, summarise_groups)
+from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across_scales,
+                                  rank_groups, spread_of_gains, summarise_gains)
 from analysis.load import load_results
 
 
@@ -263,7 +263,20 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         r.table(flips)
         r.image(figures["ranks"], "Rank of each variant across model scales")
     else:
-        r.p("Only one model scale: no cross-scale ranking.")
+        scales = sorted(t["gains"]["scale"].unique(), key=scale_sort_key) if len(t["gains"]) else []
+        fitted = sorted(t["leaderboard"].dropna(subset=["rank"])["scale"].unique(),
+                        key=scale_sort_key) if len(t["leaderboard"]) else []
+        if len(scales) < 2:
+            r.p("Only one model scale: no cross-scale ranking.")
+        else:
+            ranks, taus = rank_gains_across_scales(t["gains"], primary)
+            r.p(f"Ranked (converged) fits exist at {len(fitted)} of {len(scales)} scales"
+                + (f" ({', '.join(map(str, fitted))})" if fitted else "")
+                + f", so the ranking across scales is by the gain on {primary} at matched training "
+                "(1 = largest; ties share the better rank). Whether neighbouring gains differ by "
+                "more than the eval set resolves: next section.")
+            r.table(ranks)
+            r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     _claims_section(r, t["claims"])
     _problems_section(r, runs, t["fits"], results.issues)

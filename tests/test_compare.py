@@ -135,3 +135,17 @@ def test_leaderboard_ranks_only_converged_fits(tmp_path):
     assert pd.isna(board.loc["dapo", "rank"]) and not board.loc["dapo", "converged"]
     assert board.loc["dapo", "A"] > board.loc["grpo", "A"]  # higher, but not identified
     assert comps.empty  # one ranked group: no neighbour to compare with
+
+
+def test_rank_by_gain_across_scales_when_fits_cannot_rank():
+    from analysis.leaderboard import rank_gains_across_scales
+    gains = pd.DataFrame([
+        {"scale": s, "variant": v, "eval_set": e, "gain": g}
+        for s, order in (("tiny-0.3m", [0.01, 0.03, 0.02]), ("tiny-1m", [0.05, 0.09, 0.07]))
+        for v, g in zip(("a", "b", "c"), order) for e in ("in_dist", "held_out")])
+    gains.loc[(gains["scale"] == "tiny-1m") & (gains["variant"] == "a"), "gain"] = [0.10, 0.0]
+    ranks, taus = rank_gains_across_scales(gains, "in_dist")
+    r = ranks.set_index("variant")
+    assert r["tiny-0.3m"].tolist() == [3, 1, 2] and r["tiny-1m"].tolist() == [1, 2, 3]
+    # orders (b, c, a) vs (a, b, c): one concordant pair of three -> tau = -1/3
+    assert taus.iloc[0]["kendall_tau"] == pytest.approx(-1 / 3) and taus.iloc[0]["n_variants"] == 3
