@@ -180,6 +180,21 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes}
 
 
+def _sweep_specs(root: Path) -> list[dict]:
+    """The sweep specs saved with the runs (`<sweep dir>/spec.yaml`), for their name and
+    description (what the sweep chose to run, and why)."""
+    import yaml
+    out = []
+    for path in [root / "spec.yaml", *sorted(root.glob("*/spec.yaml"))]:
+        try:
+            spec = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(spec, dict):
+            out.append(spec)
+    return out
+
+
 def _finals_note(results, finals: pd.DataFrame) -> str:
     """Which step the "final" pass rates are read at, per scale (see `final_points`)."""
     if finals.empty:
@@ -207,6 +222,8 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         f"{len(results.evals)} eval rows, eval sets: {', '.join(sets)}. "
         f"Variant axes: {', '.join(axes.variant) or '(none)'}; scale axis: {axes.scale or '(none)'}; "
         f"seed axis: {axes.seed or '(none)'}.")
+    for spec in _sweep_specs(Path(opt.results_dir)):
+        r.p(f"Sweep `{spec.get('name', '?')}`: {spec.get('description') or '(no description)'}")
     r.p(f"Curve: R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (ScaleRL, arXiv 2510.13786), R0 fixed "
         f"to the step-0 eval; compute C in training FLOPs. Fit window: {window.describe()}. "
         f"Bootstrap: {opt.n_boot} replicates, method {opt.boot_method}, seed {opt.seed}; 95% "

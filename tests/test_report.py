@@ -30,6 +30,9 @@ def analysed(tmp_path_factory):
     write_run(root / "cispo-0.5B-s9", bad)
     with open(root / "grpo-0.5B-s0" / "metrics.jsonl", "a") as fh:
         fh.write('{"kind": "eval", "step": 999, "compute/fl')  # a killed writer
+    # the spec a sweep saves with its runs: the report quotes what it chose to run
+    (root / "spec.yaml").write_text("name: sweep1\ndescription: four presets, two scales, "
+                                    "3 seeds; the budget went to seeds\n")
     out = root.parent / "report"
     parser = argparse.ArgumentParser(prog="rlablate")
     add_analyze_parser(parser.add_subparsers(dest="cmd"))
@@ -47,6 +50,11 @@ def test_every_file_is_written(analysed):
         path = analysed / name
         assert path.exists() and path.stat().st_size > 200, name
     assert (analysed / "ranks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_report_quotes_the_sweep_spec(analysed):
+    text = (analysed / "report.md").read_text()
+    assert "Sweep `sweep1`: four presets, two scales, 3 seeds; the budget went to seeds" in text
 
 
 def test_leaderboard_ranks_the_known_higher_A_first(analysed):
