@@ -65,8 +65,13 @@ def rank_groups(fits: list[GroupFit], groups: pd.DataFrame, eval_set: str,
             fa, fb = (_final(groups, g, eval_set) for g in (a, b))
             mrd = float(resolvable_difference(fa[1], fb[1]))
             diff = fa[0] - fb[0]
+            (a_lo, a_hi), (b_lo, b_hi) = (g.boot.ci("A") if g.boot is not None else (np.nan, np.nan)
+                                          for g in (a, b))
             comps.append({"scale": scale, "first": a.variant, "second": b.variant,
                           "decided_by": c.decided_by, "winner": c.winner, "delta": c.delta,
+                          # the rule compares point estimates; do the A intervals separate?
+                          "A_cis_overlap": (bool(a_lo <= b_hi and b_lo <= a_hi)
+                                            if np.isfinite([a_lo, a_hi, b_lo, b_hi]).all() else None),
                           "A_shared": c.A_shared, "B_first": c.B_first, "B_second": c.B_second,
                           "final_diff": diff, "final_resolvable": mrd,
                           "final_resolved": bool(abs(diff) >= mrd),

@@ -240,8 +240,10 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         n_a, n_b = int((comps["decided_by"] == "A").sum()), int((comps["decided_by"] == "B").sum())
         r.p(f"Neighbours in the leaderboard, compared by the ScaleRL rule: {n_a} decided by A "
             f"(|dA| >= {opt.margin}), {n_b} decided by B (A within the margin, refit at the shared "
-            f"A). final_resolved says whether their final pass rates differ by more than "
-            f"1.96*sqrt(se1^2 + se2^2).")
+            f"A). The rule compares point estimates, as ScaleRL does; A_cis_overlap says whether "
+            f"the two 95% bootstrap intervals of A overlap (if they do, the order by A is not "
+            f"resolved by these runs). final_resolved says whether their final pass rates differ "
+            f"by more than 1.96*sqrt(se1^2 + se2^2).")
         for rec in comps.itertuples():
             r.p(f"- {rec.scale}: {rec.first} vs {rec.second}: decided by {rec.decided_by}; "
                 f"{rec.detail}")

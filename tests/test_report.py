@@ -78,6 +78,8 @@ def test_comparisons_report_the_deciding_axis(analysed):
     last = comps[(comps["scale"] == "0.5B") & comps["first"].isin(["grpo", "dr_grpo"])
                  & comps["second"].isin(["grpo", "dr_grpo"])].iloc[0]
     assert last["decided_by"] == "B" and last["winner"] == "dr_grpo"  # same A, higher B
+    # A equal to 0.005: decided by B, and the A intervals overlap (the order by A is no result)
+    assert last["A_cis_overlap"] == True  # noqa: E712 (a numpy/pandas bool, not None)
     md = (analysed / "report.md").read_text()
     assert "decided by A" in md and "decided by B" in md
     assert re.search(r"0.5B: (dr_grpo vs grpo|grpo vs dr_grpo): decided by B", md)
