@@ -122,6 +122,7 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
                              figsize=(10, 0.5 + 0.45 * max(3, board.groupby("scale").size().max()
                                                                if len(board) else 3)
                                       * max(1, len(scales))))
+    legend = None
     for (ax_a, ax_b), scale in zip(axes, scales):
         b = board[board["scale"] == scale].sort_values("rank", na_position="last")
         y = np.arange(len(b))[::-1]
@@ -150,8 +151,8 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
             ax_a.axvspan(best - margin, best + margin, color="orange", alpha=0.15,
                          label=f"best A +- {margin}")
             if (~conv & b["A"].notna().to_numpy()).any():
-                ax_a.plot([], [], "o", mfc="white", color="C0", label="fit not converged: A extrapolated")
-            ax_a.legend(fontsize=7, loc="best")
+                ax_a.plot([], [], "o", mfc="white", color="C0", label="not converged (unranked)")
+            legend = ax_a.get_legend_handles_labels()  # drawn once, under the panels
         else:
             for ax in (ax_a, ax_b):
                 ax.text(0.5, 0.5, "no fitted curve at this scale\n(see the report's notes)",
@@ -160,6 +161,12 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
         ax_b.set_xlabel("scaling exponent B, 95% CI (log)")
         ax_a.set_title(f"scale {scale}: asymptote A")
         ax_b.set_title(f"scale {scale}: efficiency B")
+    if legend is not None:  # below the panels, where it can cover no data row
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.legend(*legend, loc="lower center", ncol=len(legend[0]), fontsize=8, frameon=False)
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+        return path
     return _save(fig, path)
 
 
