@@ -25,13 +25,11 @@ interval over pairs.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.load import read_jsonl
 
 REFERENCE = "grpo"
 #: config keys that describe the algorithm (the design space); compared between variants
@@ -42,29 +40,20 @@ IGNORED_CHOICES = {"algo.preset", "algo.deviates_from_preset"}
 # ------------------------------------------------------------------------------------------------
 # Per-run training series
 # ------------------------------------------------------------------------------------------------
-def train_series(runs: pd.DataFrame, keys: list[str], seed_col: str | None = "run.seed") -> pd.DataFrame:
-    """Tidy ``train`` rows of every run: run_id, variant, scale_value, seed, step and ``keys``."""
-    frames = []
-    for rec in runs.to_dict("records"):
-        path = Path(rec["run_dir"]) / "metrics.jsonl"
-        try:
-            rows = read_jsonl(path, [])
-        except OSError:
-            continue
-        data = [{k: obj.get(k) for k in ["step", *keys]} for _, obj in rows
-                if obj.get("kind") == "train"]
-        if data:
-            df = pd.DataFrame(data)
-            for k in ("run_id", "variant", "scale_value", "excluded"):
-                df[k] = rec.get(k)
-            df["seed"] = rec.get(seed_col) if seed_col else 0
-            frames.append(df)
-    if not frames:
-        return pd.DataFrame(columns=["run_id", "variant", "scale_value", "seed", "step", *keys])
-    out = pd.concat(frames, ignore_index=True)
+def train_series(runs: pd.DataFrame, train: pd.DataFrame, keys: list[str],
+                 seed_col: str | None = "run.seed") -> pd.DataFrame:
+    """Tidy ``train`` rows (``Results.train``) of the usable runs: run_id, variant, scale_value,
+    seed, step and ``keys``; runs with an exclusion reason are left out."""
+    cols = ["run_id", "variant", "scale_value", "seed", "step", *keys]
+    usable = runs[runs["excluded"].isna()] if "excluded" in runs else runs
+    meta = usable[["sweep", "run_id", "variant", "scale_value"]].assign(
+        seed=usable[seed_col] if seed_col and seed_col in usable else 0)
+    if train is None or train.empty or meta.empty:
+        return pd.DataFrame(columns=cols)
+    out = train[["sweep", "run_id", "step", *keys]].merge(meta, on=["sweep", "run_id"])
     for k in keys:
         out[k] = pd.to_numeric(out[k], errors="coerce")
-    return out[out["excluded"].isna()].drop(columns="excluded")
+    return out[cols].reset_index(drop=True)
 
 
 def matched(series: pd.DataFrame, variants) -> pd.DataFrame:
@@ -215,13 +204,14 @@ def _fmt(m, lo, hi, n, unit="") -> str:
     return f"{m:+.3g}{unit}{ci} (n={n})"
 
 
-def seed_claims(runs: pd.DataFrame, fits, finals: pd.DataFrame, effects: pd.DataFrame,
-                eval_set: str, held_out: str = "held_out", seed_col: str | None = "run.seed"
-                ) -> pd.DataFrame:
-    """The four claims with evidence and verdict (see the module docstring)."""
+def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFrame,
+                effects: pd.DataFrame, eval_set: str, held_out: str = "held_out",
+                seed_col: str | None = "run.seed") -> pd.DataFrame:
+    """The four claims with evidence and verdict (see the module docstring). ``train`` is
+    ``Results.train``."""
     variants = set(runs["variant"].dropna())
-    series = train_series(runs, ["rollout/response_len_incorrect", "policy/entropy",
-                                 "policy/clip_frac"], seed_col)
+    series = train_series(runs, train, ["rollout/response_len_incorrect", "policy/entropy",
+                                        "policy/clip_frac"], seed_col)
     out = []
 
     # 1. incorrect-response length: GRPO grows, Dr. GRPO does not

@@ -8,6 +8,9 @@
   ``step``, ``compute`` (= ``compute/flops``), ``pass_rate`` (= ``eval/<set>/pass@1``),
   ``stderr``, ``n_items``, ``k`` and any other ``eval/<set>/<metric>`` as a column;
 * ``runs``: one row per run (status, error, diverged step, number of eval rows, config);
+* ``train``: one row per training step (``sweep``, ``run_id``, ``step``) with the training
+  metrics the analysis reads (:data:`TRAIN_KEYS`: the seed claims' response length, entropy and
+  clip fraction), so nothing downstream reads metrics.jsonl again;
 * ``issues``: every line or file that could not be read, as :class:`LoadIssue` -- a truncated
   last line (a killed writer), garbage lines, missing files, duplicated steps. Nothing is dropped
   without an issue that says so.
@@ -35,6 +38,8 @@ METRIC_COLUMNS = {"pass@1": "pass_rate"}
 CORE_COLUMNS = ["sweep", "run_id", "status", "eval_set", "step", "compute", "compute_tokens",
                 "wall_s", "pass_rate", "stderr", "n_items", "k"]
 FIT_STATUSES = ("finished", "running", "unknown")
+#: Training-row metrics kept in ``Results.train`` (analysis.claims reads them).
+TRAIN_KEYS = ("rollout/response_len_incorrect", "policy/entropy", "policy/clip_frac")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Results:
     issues: list[LoadIssue] = field(default_factory=list)
     config_columns: list[str] = field(default_factory=list)
     root: str = ""
+    train: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["sweep", "run_id", "step", *TRAIN_KEYS]))
 
 
 def flatten_config(cfg, prefix: str = "") -> dict:
@@ -177,8 +184,10 @@ def parse_eval_row(obj: dict) -> list[dict]:
     return [{**base, "eval_set": name, **metrics} for name, metrics in sorted(per_set.items())]
 
 
-def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue]) -> tuple[dict, list[dict]]:
-    """Read one run directory: (run record with flattened config, list of tidy eval records)."""
+def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue],
+             train: list[dict] | None = None) -> tuple[dict, list[dict]]:
+    """Read one run directory: (run record with flattened config, list of tidy eval records).
+    Training rows (their step and :data:`TRAIN_KEYS`) are appended to ``train`` when given."""
     config = flatten_config(_read_yaml(run_dir / "config.yaml", issues))
     summary = _read_summary(run_dir / "summary.json", issues)
     status = str(summary.get("status", "unknown"))
@@ -196,6 +205,9 @@ def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue]) -> tuple[dict, 
                 if obj.get("kind") not in ("train",):
                     issues.append(LoadIssue(str(metrics), "garbage_line",
                                             f"unknown row kind {obj.get('kind')!r}", lineno))
+                elif train is not None and isinstance(obj.get("step"), int):
+                    train.append({"step": obj["step"],
+                                  **{k: _as_number(obj.get(k)) for k in TRAIN_KEYS}})
                 continue
             step = obj.get("step")
             if not isinstance(step, int) or isinstance(step, bool):
@@ -235,14 +247,16 @@ def load_results(path: str | os.PathLike) -> Results:
     run_dirs = find_run_dirs(root)
     if not run_dirs:
         issues.append(LoadIssue(str(root), "missing_file", "no run directories found"))
-    run_rows, eval_rows = [], []
+    run_rows, eval_rows, train_rows = [], [], []
     for run_dir in run_dirs:
         rel_parent = run_dir.parent.relative_to(root) if run_dir != root else None
         sweep = str(rel_parent) if rel_parent not in (None, Path(".")) else run_dir.parent.name
-        run, records = load_run(run_dir, sweep, issues)
+        steps: list[dict] = []
+        run, records = load_run(run_dir, sweep, issues, steps)
         run_rows.append(run)
         identity = {"sweep": sweep, "run_id": run["run_id"], "status": run["status"]}
         eval_rows.extend({**identity, **rec} for rec in records)
+        train_rows.extend({"sweep": sweep, "run_id": run["run_id"], **row} for row in steps)
     if len({(r["sweep"], r["run_id"]) for r in run_rows}) < len(run_rows):
         issues.append(LoadIssue(str(root), "duplicate_run", "two run directories share a sweep "
                                 "and run_id; use the run_dir column to tell them apart"))
@@ -266,8 +280,9 @@ def load_results(path: str | os.PathLike) -> Results:
     evals = evals[CORE_COLUMNS + extra + cfg_cols]
     evals = evals.sort_values(["sweep", "run_id", "eval_set", "step"], kind="stable")
     evals["step"] = evals["step"].astype("int64") if len(evals) else evals["step"]
+    train = pd.DataFrame(train_rows, columns=["sweep", "run_id", "step", *TRAIN_KEYS])
     return Results(evals=evals.reset_index(drop=True), runs=runs, issues=issues,
-                   config_columns=cfg_cols, root=str(root))
+                   config_columns=cfg_cols, root=str(root), train=train)
 
 
 def algorithm_label(run: pd.Series | dict) -> str:

@@ -160,7 +160,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                            and g.curve.runs])
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
-    claims = seed_claims(runs, fits, finals, effects, primary, seed_col=axes.seed)
+    claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims}

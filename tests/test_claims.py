@@ -130,16 +130,18 @@ def test_missing_variants_say_not_tested(tmp_path):
     assert "dr_grpo" in claims.iloc[0]["evidence"]
 
 
-def test_trends_ignore_excluded_runs(tmp_path):
+def test_trends_come_from_the_loaded_train_rows_and_ignore_excluded_runs(tmp_path):
+    from analysis.groups import assign_groups, detect_axes
+    from analysis.load import load_results
     write_sweep(tmp_path / "s", {"grpo": VARIANTS["grpo"]}, seeds=(0,), scales=("tiny-1m",))
-    runs = pd.DataFrame([{"run_id": "x", "run_dir": str(next((tmp_path / "s").iterdir())),
-                          "variant": "grpo", "scale_value": "tiny-1m", "run.seed": 0,
-                          "excluded": None}])
-    series = train_series(runs, ["policy/entropy"])
+    res = load_results(tmp_path / "s")
+    assert len(res.train) == STEPS and res.train["policy/entropy"].notna().all()
+    runs = assign_groups(res, detect_axes(res))
+    series = train_series(runs, res.train, ["policy/entropy"])
     assert len(series) == STEPS
     assert run_trend(series, "policy/entropy", "late_mean")["value"].iloc[0] == pytest.approx(0.70, abs=0.01)
     runs["excluded"] = "diverged at step 3"
-    assert train_series(runs, ["policy/entropy"]).empty
+    assert train_series(runs, res.train, ["policy/entropy"]).empty
 
 
 def test_trends_of_two_variants_are_compared_over_the_same_steps():
