@@ -54,7 +54,10 @@ def _style_compute_axes(ax, eval_set: str, title: str) -> None:
     ax.set_ylabel(f"pass@1 on {eval_set}")
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
-    if ax.get_legend_handles_labels()[0]:
+    handles = ax.get_legend_handles_labels()[0]
+    if len(handles) > 4:  # many variants: beside the panel, where it covers no point
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    elif handles:
         ax.legend(fontsize=7, loc="lower right")
 
 
