@@ -19,17 +19,19 @@ Two sections of the report live here, both computed from what the runs logged:
      (ScaleRL, arXiv 2510.13786: most choices move B, few move A).
   4. Algorithm differences are larger in-distribution than held-out (OXRL, arXiv 2603.19335).
 
-Per-run trends (incorrect length, entropy) come from the ``train`` rows of ``metrics.jsonl``; a
+Per-run trends (incorrect length, entropy) come from the ``train`` rows of ``metrics.jsonl``
+(``Results.train``), over the steps both compared variants reached; a
 difference between variants is taken over the (scale, seed) pairs both have, with a Student t
 interval over pairs.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.groups import up_to_common_step
+from analysis.load import TRAIN_KEYS
 
 REFERENCE = "grpo"
 #: config keys that describe the algorithm (the design space); compared between variants
@@ -60,12 +62,8 @@ def matched(series: pd.DataFrame, variants) -> pd.DataFrame:
     """The rows of `variants` up to, per scale, the last step every one of their runs reached,
     so that two variants' trends are compared over the same training (a sweep may run one of
     them longer to fit its asymptote)."""
-    s = series[series["variant"].isin(list(variants))]
-    if s.empty:
-        return s
-    last = s.groupby("run_id")["step"].transform("max")
-    common = last.groupby(s["scale_value"].astype(str)).transform("min")
-    return s[s["step"] <= common]
+    return up_to_common_step(series[series["variant"].isin(list(variants))], ["run_id"],
+                             ["scale_value"])
 
 
 def run_trend(series: pd.DataFrame, key: str, how: str) -> pd.DataFrame:
@@ -210,8 +208,7 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
     """The four claims with evidence and verdict (see the module docstring). ``train`` is
     ``Results.train``."""
     variants = set(runs["variant"].dropna())
-    series = train_series(runs, train, ["rollout/response_len_incorrect", "policy/entropy",
-                                        "policy/clip_frac"], seed_col)
+    series = train_series(runs, train, list(TRAIN_KEYS), seed_col)
     out = []
 
     # 1. incorrect-response length: GRPO grows, Dr. GRPO does not

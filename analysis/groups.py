@@ -218,6 +218,17 @@ def fits_table(fits: list[GroupFit]) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
+def up_to_common_step(df: pd.DataFrame, run_keys: list[str], by: list[str]) -> pd.DataFrame:
+    """The rows of ``df`` at or before, per ``by`` group, the last step every run there reached
+    (a run is identified by ``run_keys``): what "matched training" means when a sweep runs some
+    variants longer than others."""
+    if df.empty:
+        return df
+    last = df.groupby(run_keys, dropna=False)["step"].transform("max")
+    common = last.groupby([df[c].astype(str) for c in by]).transform("min")
+    return df[df["step"] <= common]
+
+
 def final_points(results: Results, runs: pd.DataFrame) -> pd.DataFrame:
     """Per usable run and eval set: R0 (step 0) and the "final" eval (step, pass rate, stderr).
 
@@ -233,9 +244,7 @@ def final_points(results: Results, runs: pd.DataFrame) -> pd.DataFrame:
                                      "r0", "final", "final_se", "final_step", "n_items"])
     ev = ev.sort_values("step")
     keys = ["sweep", "run_id", "variant", "scale_value", "eval_set"]
-    last_step = ev.groupby(keys, dropna=False)["step"].transform("max")
-    common = last_step.groupby([ev["scale_value"].astype(str), ev["eval_set"]]).transform("min")
-    ev = ev[ev["step"] <= common]
+    ev = up_to_common_step(ev, keys, ["scale_value", "eval_set"])
     last = ev.groupby(keys).tail(1).set_index(keys)
     start = ev[ev["step"] == 0].groupby(keys)["pass_rate"].first()
     out = pd.DataFrame({"r0": start, "final": last["pass_rate"], "final_se": last["stderr"],

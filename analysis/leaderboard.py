@@ -152,11 +152,9 @@ def rank_across_scales(board: pd.DataFrame, margin: float = DEFAULT_MARGIN
     ranks = ranks[sorted(ranks.columns, key=scale_sort_key)]
     A = ranked.pivot_table(index="variant", columns="scale", values="A")
     taus, flips = [], []
-    for s1, s2 in combinations(list(ranks.columns), 2):
-        both = ranks[[s1, s2]].dropna()
-        tau, p = (stats.kendalltau(both[s1], both[s2]) if len(both) >= 2 else (np.nan, np.nan))
-        taus.append({"scale_a": s1, "scale_b": s2, "n_variants": len(both),
-                     "kendall_tau": tau, "p_value": p})
+    for tau, both in _scale_pairs(ranks):
+        taus.append(tau)
+        s1, s2 = tau["scale_a"], tau["scale_b"]
         for v1, v2 in combinations(both.index, 2):
             d1 = both.loc[v1, s1] - both.loc[v2, s1]
             d2 = both.loc[v1, s2] - both.loc[v2, s2]
@@ -181,10 +179,14 @@ def rank_gains_across_scales(gains: pd.DataFrame, eval_set: str) -> tuple[pd.Dat
     g = g.assign(rank=g.groupby("scale")["gain"].rank(ascending=False, method="min"))
     ranks = g.pivot_table(index="variant", columns="scale", values="rank")
     ranks = ranks[sorted(ranks.columns, key=scale_sort_key)]
-    taus = []
+    return ranks.reset_index(), pd.DataFrame([tau for tau, _ in _scale_pairs(ranks)])
+
+
+def _scale_pairs(ranks: pd.DataFrame):
+    """For each pair of scales (columns of ``ranks``): the Kendall tau row over the variants
+    ranked at both, and those variants' ranks."""
     for s1, s2 in combinations(list(ranks.columns), 2):
         both = ranks[[s1, s2]].dropna()
         tau, p = (stats.kendalltau(both[s1], both[s2]) if len(both) >= 2 else (np.nan, np.nan))
-        taus.append({"scale_a": s1, "scale_b": s2, "n_variants": len(both),
-                     "kendall_tau": tau, "p_value": p})
-    return ranks.reset_index(), pd.DataFrame(taus)
+        yield {"scale_a": s1, "scale_b": s2, "n_variants": len(both), "kendall_tau": tau,
+               "p_value": p}, both

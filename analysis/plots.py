@@ -34,8 +34,13 @@ def _colours(variants) -> dict:
     return {v: cmap(i % 10) for i, v in enumerate(sorted(set(variants)))}
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig, path: Path, legend: tuple | None = None) -> Path:
+    """Lay out, write and close; ``legend`` (handles, labels) goes under the panels."""
+    if legend is not None:
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.legend(*legend, loc="lower center", ncol=len(legend[0]), fontsize=8, frameon=False)
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
@@ -164,13 +169,7 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
         ax_b.set_xlabel("scaling exponent B, 95% CI (log)")
         ax_a.set_title(f"scale {scale}: asymptote A")
         ax_b.set_title(f"scale {scale}: efficiency B")
-    if legend is not None:  # below the panels, where it can cover no data row
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        fig.legend(*legend, loc="lower center", ncol=len(legend[0]), fontsize=8, frameon=False)
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
-        return path
-    return _save(fig, path)
+    return _save(fig, path, legend)  # under the panels, where it can cover no data row
 
 
 def plot_gains(gains: pd.DataFrame, path: Path) -> Path:

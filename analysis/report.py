@@ -199,12 +199,11 @@ def _finals_note(results, finals: pd.DataFrame) -> str:
     """Which step the "final" pass rates are read at, per scale (see `final_points`)."""
     if finals.empty:
         return "No final pass rates (no eval rows)."
-    ev = results.evals.merge(finals[["sweep", "run_id"]].drop_duplicates(), on=["sweep", "run_id"])
-    longest = ev.groupby("run_id")["step"].max()
+    longest = results.evals.groupby(["sweep", "run_id"])["step"].max()
     parts = []
     for scale, f in finals.groupby(finals["scale_value"].astype(str)):
         step = int(f["final_step"].max())
-        longer = sorted({r for r in f["run_id"] if longest.get(r, step) > step})
+        longer = {r for r in zip(f["sweep"], f["run_id"]) if longest.get(r, step) > step}
         parts.append(f"{scale}: step {step}" + (
             f" ({len(longer)} longer runs contribute their later evals to the curve fits only)"
             if longer else ""))
