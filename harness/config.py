@@ -184,10 +184,10 @@ class AlgoCfg:
     adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
     kl: str = F("none", "estimator of KL(pi || pi_ref) to the frozen warm start: none (no reference "
                 "model is loaded), k1, k2 or k3", choices_from="kl")
-    kl_mode: Literal["loss", "reward"] = F(
+    kl_mode: str = F(
         "loss", "where the KL goes: a loss term aggregated like the policy loss (GRPO), or a "
         "per-token penalty -kl_coef*kl_t in the reward (PPO-RLHF, REINFORCE++; response-level "
-        "estimators sum it into the response's reward)")
+        "estimators sum it into the response's reward)", choices_from="kl_mode")
     kl_coef: float = F(0.0, "KL coefficient beta (> 0 iff algo.kl is not none)", lo=0)
     gamma: float = F(1.0, "gae: discount", lo=0, hi=1)
     lam_policy: float = F(0.95, "gae: lambda of the policy's advantages (vanilla PPO 0.95)", lo=0, hi=1)
@@ -199,9 +199,10 @@ class AlgoCfg:
                          lo=0, lo_open=True)
     value_pretrain_steps: int = F(0, "gae: VAPO value pretraining: rollout batches of the fixed warm "
                                   "start that train only the critic before step 1 (VAPO: 50)", lo=0)
-    group_filter: Literal["none", "zero_variance"] = F(
+    group_filter: str = F(
         "none", "zero_variance = drop groups whose verifier scores are all equal (0 < #correct < G "
-        "kept; ScaleRL zero-variance filtering); the batch shrinks unless max_gen_rounds > 1")
+        "kept; ScaleRL zero-variance filtering); the batch shrinks unless max_gen_rounds > 1",
+        choices_from="group_filter")
     max_gen_rounds: int = F(1, "DAPO dynamic sampling: generate up to this many rounds of "
                             "prompts_per_step fresh prompts until prompts_per_step groups pass "
                             "group_filter (surplus dropped; at the cap, train on what passed); "
@@ -225,9 +226,9 @@ class AlgoCfg:
     rollout_lag: int = F(0, "off-policyness: rollouts come from the policy of this many optimizer "
                          "updates ago (PipelineRL-style asynchrony simulated in-process; ScaleRL "
                          "k = 8); pi_old is then that behaviour policy", lo=0)
-    old_logprobs: Literal["sampler", "recompute"] = F(
+    old_logprobs: str = F(
         "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
-        "forward pass before the update")
+        "forward pass before the update", choices_from="old_logprobs")
     rollout_correction: str = F(
         "none", "rollout/train mismatch correction of the token loss by the weight of "
         "pi_old(trainer) / pi_sampler: tis (truncated IS, cap) or mask (drop tokens outside "
@@ -555,12 +556,9 @@ def validate(cfg: Config) -> None:
         if reg_name and reg_name != "presets":
             reg = algos.REGISTRIES[reg_name]
             value = getattr(cfg.algo, f.name)
-            if value == "none" and reg_name in algos.OPTIONAL_AXES:
-                continue
             if value not in reg:
                 raise ConfigError(f"algo.{f.name} = {value!r}: allowed values are "
-                                  f"{', '.join(_allowed(reg_name, reg.names()))}"
-                                  + suggest(value, reg.names()))
+                                  f"{', '.join(reg.names())}" + suggest(value, reg.names()))
     for key in ("name", "sweep"):  # they name directories under run.results_dir: no escaping it
         v = getattr(cfg.run, key)
         if v and not re.fullmatch(NAME_RE, v):
@@ -594,12 +592,12 @@ def validate(cfg: Config) -> None:
                           f"rollout.prompts_per_step ({cfg.rollout.prompts_per_step}, {total} "
                           f"sequences) so every minibatch holds whole groups")
     _validate_algo(cfg)
-    needs_groups = algos.ADVANTAGE_NEEDS_GROUP.get(cfg.algo.advantage, False)
+    needs_groups = algos.ADVANTAGES.meta(cfg.algo.advantage).needs_group
     if needs_groups and cfg.rollout.group_size < 2:
         raise ConfigError(f"rollout.group_size = {cfg.rollout.group_size}: advantage "
                           f"{cfg.algo.advantage!r} needs groups of >= 2 samples per prompt")
-    if cfg.algo.old_logprobs == "sampler" and cfg.rollout.top_p < 1.0:
-        raise ConfigError(f"algo.old_logprobs = 'sampler': the sampler's log-probs under top_p = "
+    if not algos.OLD_LOGPROBS.meta(cfg.algo.old_logprobs).exact_under_top_p and cfg.rollout.top_p < 1.0:
+        raise ConfigError(f"algo.old_logprobs = {cfg.algo.old_logprobs!r}: the sampler's log-probs under top_p = "
                           f"{cfg.rollout.top_p} are not the policy's; use old_logprobs=recompute")
     if cfg.model.scale != "pretrained" and cfg.task.name == "chain_sum":
         need = _max_prompt_chars(cfg) + cfg.rollout.max_new_tokens + 2
@@ -614,6 +612,7 @@ MATH_KEYS = ("train_path", "in_dist_path", "held_out_path", "prompt_template", "
 
 def _validate_model_engine(cfg: Config) -> None:
     """Numerics, LoRA and the rollout engine."""
+    from . import algos
     m, a = cfg.model, cfg.algo
     if m.param_dtype == "bf16" and m.dtype != "bf16":
         raise ConfigError("model.param_dtype = 'bf16': needs model.dtype = bf16 (bf16 weights under "
@@ -640,18 +639,21 @@ def _validate_model_engine(cfg: Config) -> None:
     elif cfg.rollout.gpu_memory_utilization != RolloutCfg().gpu_memory_utilization:
         raise ConfigError(f"rollout.gpu_memory_utilization = {cfg.rollout.gpu_memory_utilization}: "
                           f"only used with rollout.engine = vllm")
-    if a.rollout_correction != "none" and a.old_logprobs != "recompute":
+    corr = algos.ROLLOUT_CORRECTIONS.meta(a.rollout_correction)
+    if corr.active and not algos.OLD_LOGPROBS.meta(a.old_logprobs).trainer_forward:
         raise ConfigError(f"algo.rollout_correction = {a.rollout_correction!r}: needs algo.old_logprobs "
-                          f"= recompute (with the sampler's log-probs as pi_old the PPO ratio already "
+                          f"= {', '.join(algos.OLD_LOGPROBS.where(trainer_forward=True))} (with the "
+                          f"sampler's log-probs as pi_old the PPO ratio already "
                           f"is pi / pi_sampler, and there is no trainer pi_old to correct)")
     base = AlgoCfg()
-    if a.rollout_correction == "none" and (a.rollout_correction_cap != base.rollout_correction_cap or
-                                           a.rollout_correction_floor != base.rollout_correction_floor):
-        raise ConfigError("algo.rollout_correction_cap/floor: only used when algo.rollout_correction "
-                          "is tis or mask (it is none)")
-    if a.rollout_correction == "tis" and a.rollout_correction_floor != base.rollout_correction_floor:
-        raise ConfigError(f"algo.rollout_correction_floor = {a.rollout_correction_floor}: tis truncates "
-                          f"only above (min(ratio, cap)); the floor is used by mask")
+    if not corr.uses_cap and a.rollout_correction_cap != base.rollout_correction_cap:
+        raise ConfigError(f"algo.rollout_correction_cap = {a.rollout_correction_cap}: only used when "
+                          f"algo.rollout_correction is {' or '.join(algos.ROLLOUT_CORRECTIONS.where(uses_cap=True))} "
+                          f"(it is {a.rollout_correction})")
+    if not corr.uses_floor and a.rollout_correction_floor != base.rollout_correction_floor:
+        raise ConfigError(f"algo.rollout_correction_floor = {a.rollout_correction_floor}: only used when "
+                          f"algo.rollout_correction is {' or '.join(algos.ROLLOUT_CORRECTIONS.where(uses_floor=True))} "
+                          f"(it is {a.rollout_correction}; tis truncates only above: min(ratio, cap))")
 
 
 def _validate_task(cfg: Config) -> None:
@@ -675,55 +677,52 @@ def _validate_task(cfg: Config) -> None:
 CRITIC_KEYS = ("gamma", "lam_policy", "lam_critic", "lam_alpha", "critic_lr", "value_pretrain_steps")
 
 
-def _allowed(axis: str, names: list[str]) -> list[str]:
-    from . import algos
-    return (["none"] if axis in algos.OPTIONAL_AXES else []) + names
-
-
 def _validate_algo(cfg: Config) -> None:
     """Combinations of design choices that are wrong or meaningless: one line each, never a warning."""
     from . import algos
 
     a = cfg.algo
-    if algos.RATIO_CONSTANT_PER_RESPONSE.get(a.ratio) and \
-            algos.AGGREGATION_WEIGHTS_BY_LENGTH.get(a.aggregation):
+    if algos.RATIOS.meta(a.ratio).constant_per_response and \
+            algos.AGGREGATIONS.meta(a.aggregation).weights_by_length:
         raise ConfigError(f"algo.aggregation = {a.aggregation!r}: with algo.ratio = {a.ratio!r} every "
                           f"token of a response carries the same response-level term, so this "
                           f"aggregation weights each response by its length; use seq_mean_token_mean")
-    if a.dual_clip and not algos.SURROGATE_HAS_DUAL_CLIP.get(a.surrogate):
-        raise ConfigError(f"algo.dual_clip = {a.dual_clip}: only surrogate ppo_clip has a dual clip "
+    if a.dual_clip and not algos.SURROGATES.meta(a.surrogate).has_dual_clip:
+        raise ConfigError(f"algo.dual_clip = {a.dual_clip}: only surrogate "
+                          f"{', '.join(algos.SURROGATES.where(has_dual_clip=True))} has a dual clip "
                           f"(algo.surrogate = {a.surrogate!r}); set 0")
     if 0 < a.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip = {a.dual_clip}: must be > 1 (or 0 = off); the floor "
                           f"c*A binds only where the ratio exceeds c")
-    if not algos.SURROGATE_USES_RATIO.get(a.surrogate, True):
-        if a.ratio != "token":
+    if not algos.SURROGATES.meta(a.surrogate).uses_ratio:
+        if a.ratio != AlgoCfg().ratio:
             raise ConfigError(f"algo.ratio = {a.ratio!r}: surrogate {a.surrogate!r} uses no "
                               f"importance ratio; leave algo.ratio = token")
         if a.epochs * a.minibatches > 1:
             raise ConfigError(f"algo.minibatches = {a.minibatches}, algo.epochs = {a.epochs}: surrogate "
                               f"{a.surrogate!r} has no importance ratio, so every update after the "
                               f"first would use off-policy samples uncorrected; use 1 and 1")
-    if a.rollout_lag > 0 and a.old_logprobs != "sampler":
+    if a.rollout_lag > 0 and algos.OLD_LOGPROBS.meta(a.old_logprobs).trainer_forward:
         raise ConfigError(f"algo.old_logprobs = {a.old_logprobs!r}: with algo.rollout_lag = "
                           f"{a.rollout_lag} pi_old must be the behaviour policy (sampler); a "
                           f"recomputed pi_old would leave the lag uncorrected")
-    if a.rollout_lag > 0 and not algos.SURROGATE_USES_RATIO.get(a.surrogate, True):
+    if a.rollout_lag > 0 and not algos.SURROGATES.meta(a.surrogate).uses_ratio:
         raise ConfigError(f"algo.rollout_lag = {a.rollout_lag}: surrogate {a.surrogate!r} has no "
                           f"importance ratio to correct stale rollouts; use 0")
-    if a.kl == "none" and a.kl_coef > 0:
+    kl = algos.KL_ESTIMATORS.meta(a.kl)
+    if not kl.needs_reference and a.kl_coef > 0:
         raise ConfigError(f"algo.kl_coef = {a.kl_coef}: algo.kl = none (no KL term); set an "
                           f"estimator (k1, k2, k3) or kl_coef = 0")
-    if a.kl == "none" and a.kl_mode != "loss":
+    if not kl.needs_reference and a.kl_mode != AlgoCfg().kl_mode:
         raise ConfigError(f"algo.kl_mode = {a.kl_mode!r}: algo.kl = none (no KL term)")
-    if a.kl != "none" and a.kl_coef == 0:
+    if kl.needs_reference and a.kl_coef == 0:
         raise ConfigError(f"algo.kl_coef = 0.0: algo.kl = {a.kl!r} needs a coefficient > 0 (or "
                           f"algo.kl = none, which also skips the reference model)")
-    if a.kl == "k1" and a.kl_mode == "loss":
-        raise ConfigError("algo.kl = 'k1': as a loss term its expected gradient is zero "
+    if kl.needs_reference and not kl.gradient_as_loss and algos.KL_MODES.meta(a.kl_mode).in_loss:
+        raise ConfigError(f"algo.kl = {a.kl!r}: as a loss term its expected gradient is zero "
                           "(E_pi[grad log pi] = 0), so it regularises nothing; use kl_mode = reward, "
                           "or k2/k3 as a loss")
-    if not algos.ADVANTAGE_NEEDS_CRITIC.get(a.advantage):
+    if not algos.ADVANTAGES.meta(a.advantage).needs_critic:
         base = AlgoCfg()
         for key in CRITIC_KEYS:
             if getattr(a, key) != getattr(base, key):
@@ -732,7 +731,7 @@ def _validate_algo(cfg: Config) -> None:
     if a.lam_alpha > 0 and a.lam_policy != AlgoCfg().lam_policy:
         raise ConfigError(f"algo.lam_policy = {a.lam_policy}: unused when algo.lam_alpha = "
                           f"{a.lam_alpha} (length-adaptive lambda_policy); leave it at its default")
-    if a.max_gen_rounds > 1 and a.group_filter == "none":
+    if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = zero_variance); with none every round is kept")
     if a.overlong_cache >= cfg.rollout.max_new_tokens:

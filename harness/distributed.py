@@ -146,9 +146,9 @@ def check(cfg, world: int) -> None:
     if a.minibatches > r.prompts_per_step // world:
         raise ValueError(f"algo.minibatches = {a.minibatches}: must be <= the prompts per process "
                          f"({r.prompts_per_step // world}) so every process makes the same updates")
-    if a.group_filter != "none":
+    if algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ValueError(f"algo.group_filter = {a.group_filter!r}: not supported with data parallel "
                          f"yet (processes would keep different numbers of groups)")
-    if not algos.ADVANTAGE_GROUP_LOCAL.get(a.advantage):
+    if not algos.ADVANTAGES.meta(a.advantage).group_local:
         raise ValueError(f"algo.advantage = {a.advantage!r}: batch-level statistics are not "
                          f"all-reduced yet; use a group-local estimator with data parallel")

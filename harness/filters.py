@@ -59,7 +59,7 @@ def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
 
 
 def collect_groups(generate: Callable, draw: Callable, score: Callable, *, n_groups: int,
-                   group_size: int, group_filter: str, max_rounds: int, pad_id: int):
+                   group_size: int, group_filter: Callable, max_rounds: int, pad_id: int):
     """Generate rounds of `n_groups` prompts x `group_size` samples until `n_groups` groups pass the
     filter (or `max_rounds`). Returns (every sampled row, their items, their scores (B_all,), the
     row indices kept for training (whole groups, in order), rounds generated).
@@ -73,8 +73,7 @@ def collect_groups(generate: Callable, draw: Callable, score: Callable, *, n_gro
         group_items = [it for it in batch for _ in range(group_size)]
         ro = generate([it.prompt for it in group_items])
         s = torch.tensor([score(t, it) for t, it in zip(ro.texts, group_items)])
-        keep = informative_groups(s, group_size) if group_filter == "zero_variance" \
-            else torch.ones(n_groups, dtype=torch.bool)
+        keep = group_filter(s, group_size)
         offset = sum(len(x) for x in scores) // group_size
         kept += [offset + g for g in keep.nonzero().flatten().tolist()]
         ros.append(ro)

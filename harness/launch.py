@@ -24,7 +24,6 @@ versions of every launch (`sweep.json`), and which job ran which run (`jobs.json
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib.metadata
 import json
 import os
@@ -41,9 +40,9 @@ import submitit
 import yaml
 from tqdm.auto import tqdm
 
-from .io import write_json
-from .status import (SUBMIT_STATES, NotASweepDir, RunState, last_step, append_jsonl, read_json,
-                     run_states, runs_of_dir, status_report, sweep_dir)
+from .storage import LockHeld, append_jsonl, file_lock, last_step, read_json, write_json
+from .status import (SUBMIT_STATES, NotASweepDir, RunState, run_states, runs_of_dir, status_report,
+                     sweep_dir)
 from .registry import suggest
 from .sweep import Run, Spec, SpecError, norm_value
 
@@ -202,17 +201,12 @@ def _launch_lock(sdir: Path):
     """One launch of a sweep at a time: two `rlablate sweep` commands planning at once could both
     see a run as pending and submit it twice (train()'s run lock would still keep the second copy
     from running alongside, but it would queue and wait for nothing)."""
-    sdir.mkdir(parents=True, exist_ok=True)
-    with open(sdir / ".launch.lock", "a") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LaunchError(f"{sdir}: another `rlablate sweep` of this sweep is submitting (or "
-                              f"running it locally); wait for it, see `rlablate status`") from None
-        try:
+    try:
+        with file_lock(sdir / ".launch.lock", blocking=False):
             yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    except LockHeld:
+        raise LaunchError(f"{sdir}: another `rlablate sweep` of this sweep is submitting (or "
+                          f"running it locally); wait for it, see `rlablate status`") from None
 
 
 def start_order(runs: list[Run]) -> list[Run]:

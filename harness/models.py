@@ -36,7 +36,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Llama
                           PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config)
 
 from .config import Config
-from .io import file_lock
+from .storage import file_lock
 from .numerics import use_fp32_lm_head
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -1,17 +1,23 @@
-"""A strict, named registry of design choices.
+"""A strict, named registry: name -> entry (a function or a constructor) with its properties.
 
-Every axis of the design space (advantage estimator, importance ratio, surrogate, loss aggregation,
-...) is a `Registry` of small pure functions. The training loop looks a choice up by the name
-written in the config and never branches on algorithm names. A duplicate name raises at import; an
-unknown name raises with the allowed names and a "did you mean" suggestion (lm-eval-harness style).
+Every axis of the design space (advantage estimator, importance ratio, surrogate, aggregation, KL,
+...) is a `Registry` of small pure functions; so are the rollout engines, the tasks, the sweep
+executors and the CLI subcommands (name -> constructor). A choice's properties live on its entry
+(`register(name, **meta)`, read with `.meta(name).needs_critic`), declared with their defaults when
+the registry is made, so the loop and the config rules ask an entry what it needs and never
+compare a choice's name (lm-eval-harness's registry with properties, submitit's executor table).
+
+A duplicate name, or a property the registry does not declare, raises at import; an unknown name
+raises with the allowed names and a "did you mean" suggestion. `register_lazy` adds an entry whose
+object comes from a loader called on first use (a function that imports an optional extra such as
+vLLM), so listing the choices never imports them.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, Iterator, TypeVar
-
-T = TypeVar("T", bound=Callable)
+from types import MappingProxyType, SimpleNamespace
+from typing import Any, Callable, Iterator, Mapping
 
 
 class RegistryError(KeyError):
@@ -27,41 +33,80 @@ def suggest(name: str, options: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-class Registry(Generic[T]):
-    """Maps a snake_case name to a function. `@REG.register("name")` adds one; `REG["name"]` gets it."""
+class Registry:
+    """Maps a snake_case name to an object and its properties.
 
-    def __init__(self, axis: str):
+    `REG = Registry("algo.kl", needs_reference=True)` declares the properties and their defaults;
+    `@REG.register("k3", ...)` adds a function; `REG["k3"]` gets it; `REG.meta("k3").needs_reference`
+    reads a property; `REG.where(needs_reference=True)` lists the names that have it."""
+
+    def __init__(self, axis: str, **props: Any):
         self.axis = axis
-        self._items: dict[str, T] = {}
+        self.props: Mapping[str, Any] = MappingProxyType(dict(props))
+        self._items: dict[str, Any] = {}
+        self._lazy: dict[str, Callable[[], Any]] = {}
+        self._meta: dict[str, SimpleNamespace] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
-        def decorator(fn: T) -> T:
-            if name in self._items:
-                raise RegistryError(f"{self.axis}: {name!r} is already registered")
-            self._items[name] = fn
-            return fn
+    def _add_meta(self, name: str, meta: dict) -> None:
+        if name in self._meta:
+            raise RegistryError(f"{self.axis}: {name!r} is already registered")
+        unknown = sorted(set(meta) - set(self.props))
+        if unknown:
+            raise RegistryError(f"{self.axis}: {name!r}: unknown propert{'y' if len(unknown) == 1 else 'ies'} "
+                                f"{', '.join(unknown)}; declared: {', '.join(self.props) or 'none'}")
+        self._meta[name] = SimpleNamespace(**{**self.props, **meta})
 
+    def register(self, name: str, **meta: Any) -> Callable:
+        """Decorator: `@REG.register("name", prop=value)`."""
+        def decorator(obj):
+            self.add(name, obj, **meta)
+            return obj
         return decorator
 
-    def __getitem__(self, name: str) -> T:
+    def add(self, name: str, obj: Any, **meta: Any) -> None:
+        self._add_meta(name, meta)
+        self._items[name] = obj
+
+    def register_lazy(self, name: str, loader: Callable[[], Any], **meta: Any) -> None:
+        """An entry whose object is `loader()`, called on the first lookup (its import may fail
+        with the extra's install hint; listing names and properties never calls it)."""
+        self._add_meta(name, meta)
+        self._lazy[name] = loader
+
+    def _unknown(self, name: str) -> RegistryError:
+        return RegistryError(f"{self.axis}: unknown choice {name!r}; allowed: {', '.join(self.names())}"
+                             + suggest(str(name), self.names()))
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._lazy:
+            self._items[name] = self._lazy[name]()
+            del self._lazy[name]
         try:
             return self._items[name]
         except KeyError:
-            raise RegistryError(
-                f"{self.axis}: unknown choice {name!r}; allowed: {', '.join(self.names())}"
-                + suggest(name, self.names())
-            ) from None
+            raise self._unknown(name) from None
+
+    def meta(self, name: str) -> SimpleNamespace:
+        """The entry's properties (every declared one, defaults filled in)."""
+        try:
+            return self._meta[name]
+        except KeyError:
+            raise self._unknown(name) from None
+
+    def where(self, **props: Any) -> list[str]:
+        """The names whose properties equal all of `props`, sorted."""
+        return [n for n in self.names() if all(getattr(self._meta[n], k) == v for k, v in props.items())]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._meta
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return iter(self._meta)
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted(self._meta)
 
     def doc(self, name: str) -> str:
-        """First paragraph of the registered function's docstring (used by `--help`)."""
+        """First paragraph of the entry's docstring (used by `--help` and `rlablate choices`)."""
         text = (self[name].__doc__ or "").strip()
         return " ".join(text.split("\n\n")[0].split())

@@ -12,15 +12,20 @@ of each run comes from `<sweep>/jobs.jsonl`, its attempts (each start or restart
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .storage import last_step, lock_held as _lock_file_held, read_json, read_jsonl
 from .sweep import Run
+
+
+def lock_held(run_dir: Path) -> bool:
+    """True when a live process holds the run's lock (train() holds `<run>/.lock` while it runs)."""
+    return _lock_file_held(run_dir / ".lock")
+
 
 class NotASweepDir(RuntimeError):
     """A directory without sweep.json: one line."""
@@ -54,65 +59,6 @@ class RunState:
         if not self.total:
             return ""
         return f"{100 * (self.step or 0) / self.total:.0f}%"
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a torn last line
-    return out
-
-
-def append_jsonl(path: Path, row: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:  # one write of one line: appends from several jobs do not interleave
-        f.write(json.dumps(row, sort_keys=True) + "\n")
-
-
-def lock_held(run_dir: Path) -> bool:
-    """True when a live process holds the run's lock (train() holds it while it runs; the kernel
-    drops it when the process dies, so a killed run never looks alive)."""
-    p = run_dir / ".lock"
-    if not p.exists():
-        return False
-    with open(p, "r") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        return False
-
-
-def last_step(metrics: Path) -> int | None:
-    """The step of the last complete row of metrics.jsonl, reading only its tail."""
-    try:
-        with open(metrics, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return None
 
 
 def slurm_job_states(job_ids: set[str]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from .config import Config, config_from_dict, dump_yaml
 from .cpu import tune_malloc
 from .critic import ValueModel, explained_variance, value_backward
 from .evaluate import evaluate
-from .io import (CheckpointError, MetricsLog, atomic_write_text, file_lock, load_checkpoint_file,
+from .storage import (CheckpointError, MetricsLog, atomic_write_text, file_lock, load_checkpoint_file,
                  remove_stale_tmp, save_checkpoint_file, write_json)
 from .models import (count_params, get_tokenizer, is_lora, load_policy_state, policy_state,
                      prepare_policy, reference_context)
@@ -143,11 +143,11 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
         model.train()
         n_params = count_params(model)
         ref_model = None  # the frozen warm start, only when a KL term needs it; with LoRA it is the
-        if cfg.algo.kl != "none":  # policy itself with its adapters disabled (reference_context)
+        if algos.KL_ESTIMATORS.meta(cfg.algo.kl).needs_reference:  # policy itself with its adapters disabled (reference_context)
             ref_model = model if is_lora(model) else \
                 prepare_policy(load_warm_model(warm_path, device), cfg).eval().requires_grad_(False)
         critic = critic_opt = None  # a separate value model, only for critic-based advantages (gae)
-        if algos.ADVANTAGE_NEEDS_CRITIC.get(cfg.algo.advantage, False):
+        if algos.ADVANTAGES.meta(cfg.algo.advantage).needs_critic:
             critic = ValueModel(load_warm_model(warm_path, device)).to(device)
             critic_opt = torch.optim.AdamW(critic.parameters(), lr=cfg.algo.critic_lr, weight_decay=0.0,
                                            betas=(cfg.optim.beta1, cfg.optim.beta2))
@@ -254,7 +254,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                 lambda prompts: sample_engine.generate(prompts, max_new_tokens=r.max_new_tokens,
                                                 temperature=r.temperature, top_p=r.top_p),
                 draw, task.score, n_groups=r.prompts_per_step // dp.world, group_size=r.group_size,
-                group_filter=a.group_filter, max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
+                group_filter=algos.GROUP_FILTERS[a.group_filter], max_rounds=a.max_gen_rounds, pad_id=tok.pad_token_id)
             state["flops"] += 2 * n_params * (int(ro_all.prompt_mask.sum()) + ro_all.n_tokens)
             state["tokens"] += ro_all.n_tokens   # discarded generations cost compute too
             return ro_all, scores_all, kept, rounds
@@ -264,7 +264,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
             mismatch correction: (StepBatch, explained var, mismatch stats)."""
             mis: dict = {}
             correction = None
-            if a.old_logprobs == "sampler":  # the sampler's own log-probs, or one extra forward pass
+            if not algos.OLD_LOGPROBS.meta(a.old_logprobs).trainer_forward:
                 logp_old = ro.logprobs
             else:
                 with torch.no_grad():
@@ -274,7 +274,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                 if lag == 0:  # trainer vs sampler under the same weights: the mismatch itself
                     lr = algos.mismatch_log_ratio(logp_old, ro.logprobs, mask).abs()
                     mis = {"mean": (lr.sum() / mask.sum().clamp(min=1)).item(), "max": lr.max().item()}
-                if a.rollout_correction != "none":
+                if algos.ROLLOUT_CORRECTIONS.meta(a.rollout_correction).active:
                     correction = algos.ROLLOUT_CORRECTIONS[a.rollout_correction](
                         logp_old, ro.logprobs, mask, cap=a.rollout_correction_cap,
                         floor=a.rollout_correction_floor)
@@ -285,7 +285,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                     logp_ref, _ = sequence_logprobs(ref_model, ro.prompt_ids, ro.prompt_mask,
                                                     ro.response_ids, ro.response_mask, r.temperature)
                 state["flops"] += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
-                if a.kl_mode == "reward":  # -beta * kl_t per token, at the sampling policy
+                if algos.KL_MODES.meta(a.kl_mode).in_reward:  # -beta * kl_t per token, at the sampling policy
                     token_rewards = -a.kl_coef * algos.KL_ESTIMATORS[a.kl](logp_old, logp_ref) * mask
             values = value_targets = None
             lam = a.lam_policy

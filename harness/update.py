@@ -71,8 +71,8 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         lambda m: algos.positive_nll_weights(m, torch.ones(len(m), dtype=torch.bool, device=m.device)),
         b.loss_mask * b.correct.float().unsqueeze(-1)) \
         if a.pos_nll_coef > 0 else None
-    kl_fn = algos.KL_ESTIMATORS[a.kl] if a.kl != "none" else None
-    kl_coef_loss = a.kl_coef if a.kl_mode == "loss" else 0.0
+    kl_fn = algos.KL_ESTIMATORS[a.kl] if algos.KL_ESTIMATORS.meta(a.kl).needs_reference else None
+    kl_coef_loss = a.kl_coef if algos.KL_MODES.meta(a.kl_mode).in_loss else 0.0
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
           "max_abs_log_ratio": 0.0, "approx_kl": 0.0, "kl_ref": 0.0, "pos_nll": 0.0}
     skip = inert_rows(b, w, w_pos, a)
@@ -125,7 +125,7 @@ def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: 
     registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so skipping a row
     changes no other row's loss."""
     none = torch.zeros(len(b), dtype=torch.bool)
-    if a.kl != "none":
+    if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
         return none
     inert = (w == 0).all(-1)
     if _vanishes_at_zero_advantage(a.surrogate, a.clip_low, a.clip_high, a.dual_clip):

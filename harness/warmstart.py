@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from .config import MATH_KEYS, Config
 from .evaluate import evaluate
-from .io import file_lock, write_json
+from .storage import file_lock, write_json
 from .models import build_model, count_params, load_model
 from .rollout import HFEngine, encode_prompts, sequence_logprobs
 

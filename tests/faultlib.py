@@ -43,7 +43,7 @@ def train_reference(root: Path, cache_dir: Path) -> Path:
 def assert_same_as_reference(run_dir: Path, reference: Path) -> None:
     """Finished; every row once, every value equal; model, optimizer and torch RNG bit-identical;
     no temp file left; both checkpoints verify."""
-    from harness.io import load_checkpoint_file
+    from harness.storage import load_checkpoint_file
     got, want = row_keys(run_dir), row_keys(reference)
     assert lost_and_duplicated(got, want) == (0, 0) and got == want
     assert stable(rows(run_dir)) == stable(rows(reference))

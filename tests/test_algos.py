@@ -100,7 +100,8 @@ LMASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
 
 
 def agg(name, loss=LOSS, mask=LMASK, group_size=2, max_new_tokens=10):
-    return algos.aggregate(name, loss, mask, group_size=group_size, max_new_tokens=max_new_tokens).item()
+    w = algos.AGGREGATIONS[name](mask, group_size=group_size, max_new_tokens=max_new_tokens)
+    return (loss * w).sum().item()
 
 
 def test_seq_mean_token_mean():

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness import algos
 from harness.config import ConfigError, load_config
 
 
@@ -29,7 +30,7 @@ BAD_COMBOS = [  # (overrides, substring of the one-line error)
     (["algo.surrogate=reinforce", "algo.ratio=sequence", "algo.minibatches=1"],
      "surrogate 'reinforce' uses no importance ratio"),
     (["algo.surrogate=reinforce"], "algo.minibatches = 2, algo.epochs = 1: surrogate 'reinforce'"),
-    (["algo.kl=k4"], "algo.kl = 'k4': allowed values are none, k1, k2, k3"),
+    (["algo.kl=k4"], "algo.kl = 'k4': allowed values are k1, k2, k3, none"),
     (["algo.kl_coef=0.1"], "algo.kl_coef = 0.1: algo.kl = none"),
     (["algo.kl_mode=reward"], "algo.kl_mode = 'reward': algo.kl = none"),
     (["algo.kl=k3"], "algo.kl_coef = 0.0: algo.kl = 'k3' needs a coefficient > 0"),
@@ -144,7 +145,7 @@ def test_micro_batched_gradient_equals_the_full_minibatch_formula():
     logp, _ = sequence_logprobs(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask)
     out = algos.SURROGATES["ppo_clip"](algos.RATIOS["token"](logp, b.logp_old, b.loss_mask), b.adv, logp,
                                        clip_low=0.2, clip_high=0.2)
-    algos.aggregate("token_mean", out.loss, b.loss_mask, group_size=4, max_new_tokens=8).backward()
+    (out.loss * algos.AGGREGATIONS["token_mean"](b.loss_mask, group_size=4, max_new_tokens=8)).sum().backward()
     g_full = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
     torch.testing.assert_close(g4, g_full, rtol=1e-5, atol=1e-7)
     # and the naive per-micro-batch token mean (what the invariance guards against) differs
@@ -154,7 +155,7 @@ def test_micro_batched_gradient_equals_the_full_minibatch_formula():
         lp, _ = sequence_logprobs(model, bj.prompt_ids, bj.prompt_mask, bj.response_ids, bj.response_mask)
         o = algos.SURROGATES["ppo_clip"](algos.RATIOS["token"](lp, bj.logp_old, bj.loss_mask), bj.adv, lp,
                                          clip_low=0.2, clip_high=0.2)
-        (algos.aggregate("token_mean", o.loss, bj.loss_mask, group_size=2, max_new_tokens=8) / 4).backward()
+        ((o.loss * algos.AGGREGATIONS["token_mean"](bj.loss_mask, group_size=2, max_new_tokens=8)).sum() / 4).backward()
     g_naive = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
     assert not torch.allclose(g_naive, g_full, rtol=1e-3)
 
@@ -229,7 +230,7 @@ def _collect(rounds_scores, *, group_filter="zero_variance", max_rounds=5, n_gro
 
     return collect_groups(lambda prompts: _fake_rollout([str(x) for x in next(it)]), draw,
                           lambda text, item: float(text), n_groups=n_groups, group_size=G,
-                          group_filter=group_filter, max_rounds=max_rounds, pad_id=0), drawn
+                          group_filter=algos.GROUP_FILTERS[group_filter], max_rounds=max_rounds, pad_id=0), drawn
 
 
 def test_dynamic_sampling_refills_until_the_batch_is_full():

@@ -18,7 +18,7 @@ import pytest
 
 from faultlib import KILLED, assert_same_as_reference, lines, overrides, row_keys, run_child, train_reference
 from harness.config import load_config
-from harness.io import load_checkpoint_file
+from harness.storage import load_checkpoint_file
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 

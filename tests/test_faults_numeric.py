@@ -18,7 +18,7 @@ import pytest
 from faultlib import overrides, row_keys
 from harness.cli import main
 from harness.config import load_config
-from harness.io import load_checkpoint_file
+from harness.storage import load_checkpoint_file
 from harness.train import train
 
 pytestmark = pytest.mark.faults

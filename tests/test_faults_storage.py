@@ -23,7 +23,7 @@ from faultlib import (KILLED, assert_same_as_reference, checksums, lines, overri
                       stale_tmp, train_reference, tree)
 from harness.cli import main
 from harness.config import load_config
-from harness.io import CheckpointError, load_checkpoint_file
+from harness.storage import CheckpointError, load_checkpoint_file
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 ROOT_USER = os.geteuid() == 0 and shutil.which("mount") is not None

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import ROOT
 from harness.config import ConfigError, load_config, safe_load_strict
-from harness.io import CheckpointError, load_checkpoint_file
+from harness.storage import CheckpointError, load_checkpoint_file
 
 pytestmark = pytest.mark.faults
 SOURCES = sorted(p for d in ("harness", "analysis") for p in (ROOT / d).rglob("*.py"))

@@ -125,12 +125,11 @@ def test_non_finite_advantage_stops_the_run_as_diverged(tiny_overrides):
     name = "test_nan_after_step_2"
     calls = {"n": 0}
     if name not in algos.ADVANTAGES:
-        @algos.ADVANTAGES.register(name)
+        @algos.ADVANTAGES.register(name, needs_group=False)
         def _nan(rewards, mask, *, group_size, eps, **_):  # a test-only estimator
             calls["n"] += 1
             adv = (rewards - rewards.mean()).unsqueeze(-1) * mask
             return adv * float("nan") if calls["n"] > 2 else adv
-        algos.ADVANTAGE_NEEDS_GROUP[name] = False
     cfg = load_config(None, tiny_overrides + [f"algo.advantage={name}", "train.steps=6"])
     summary = train(cfg, progress=False)
     assert summary["status"] == "diverged"

@@ -1,5 +1,9 @@
-"""Files a run writes: atomically (write a temp file, fsync, rename), so a reader or a resumed run
-never takes a half-written file as valid."""
+"""Every file rlablate writes or reads back: atomic writes (a temp file, fsync, rename), so a
+reader or a resumed run never takes a half-written file as valid; JSON and JSONL records (a torn
+last line of a killed writer is skipped); checkpoints with a checksum; advisory file locks.
+
+One module for all of it: the run (`harness.loop`), the warm-start and tokenizer caches and the
+sweep records (`harness.sweep`) share these helpers instead of keeping copies."""
 
 from __future__ import annotations
 
@@ -201,15 +205,7 @@ class MetricsLog:
 
     def read(self) -> list[dict]:
         """All complete rows; a torn last line (a killed writer) is skipped."""
-        if not self.path.exists():
-            return []
-        rows = []
-        for line in self.path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return rows
+        return read_jsonl(self.path)
 
     def truncate_after(self, step: int) -> None:
         """Keep rows with step <= `step` (rewritten atomically): a resumed run then re-logs the
@@ -218,14 +214,87 @@ class MetricsLog:
         atomic_write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
+class LockHeld(RuntimeError):
+    """`file_lock(..., blocking=False)` found the lock held by another process."""
+
+
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (fcntl) held for the block; released if the process dies."""
+def file_lock(path: Path, blocking: bool = True) -> Iterator[None]:
+    """An exclusive advisory lock (fcntl) held for the block; released if the process dies.
+    blocking=False raises `LockHeld` at once instead of waiting."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise LockHeld(str(path)) from None
         try:
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def lock_held(path: Path) -> bool:
+    """True when a live process holds the lock file `path` (the kernel drops a lock when its
+    process dies, so a killed holder never looks alive)."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    with open(path, "r") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+# ------------------------------------------------------------------------------------ JSON records
+def read_json(path: Path) -> dict | None:
+    """A JSON file, or None when it is missing or not (yet) valid JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Every complete line of a JSONL file ([] when missing); a torn line is skipped."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line
+    return out
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    """Append one row as one line. A single write of one line: appends from several processes do
+    not interleave (records shared by a sweep's jobs; a run's metrics use `MetricsLog`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def last_step(metrics: Path) -> int | None:
+    """The step of the last complete row of a metrics.jsonl, reading only its tail."""
+    try:
+        with open(metrics, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None

@@ -1,0 +1,137 @@
+"""Fixed-seed runs that pin the loop's behaviour across a refactor.
+
+    python bench/fixed_seed_runs.py run OUT_DIR        # every case below, in this process
+    python bench/fixed_seed_runs.py compare DIR_A DIR_B
+
+`run` trains each case (every preset, plus the axes no preset turns on: KL in the loss and in the
+reward, rollout correction, top-p with a recomputed pi_old, micro-batches, LoRA, bf16) for a few
+steps on the 0.27M model and writes its run directory under OUT_DIR/<case>/. `compare` checks, for
+every case, that metrics.jsonl and eval_items.jsonl are identical line by line after dropping the
+wall-clock columns (`perf/*`, `compute/wall_s`: time, not behaviour), that config.yaml is byte-
+identical (with the two output roots written as one placeholder), and that summary.json agrees
+except for its wall times. Exit 1 on the first difference,
+naming the case, the file, the line and the key.
+
+The issue-14 refactor was checked with it: run at the commit before, run at the commit after,
+compare (README: "Refactors").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TINY = ["model.scale=tiny-0.3m", "warmup.max_steps=0", "warmup.target_pass_rate=0",
+        "train.steps=4", "rollout.prompts_per_step=4", "rollout.group_size=4",
+        "rollout.max_new_tokens=24", "eval.in_dist.n_items=16", "eval.held_out.n_items=16",
+        "eval.in_dist.k=2", "eval.held_out.k=2", "eval.every=2", "train.checkpoint_every=2",
+        "run.threads=1", "model.max_positions=48"]
+
+PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "minpro", "rloo", "reinforce_pp",
+           "reinforce_pp_baseline", "ppo", "vapo", "scalerl"]
+CASES: dict[str, list[str]] = {p: [f"algo.preset={p}"] for p in PRESETS}
+CASES.update({
+    "vapo_pretrain": ["algo.preset=vapo", "algo.value_pretrain_steps=2"],
+    "grpo_k3_loss": ["algo.kl=k3", "algo.kl_coef=0.04"],
+    "rpp_k1_reward": ["algo.preset=reinforce_pp", "algo.kl=k1", "algo.kl_mode=reward",
+                      "algo.kl_coef=0.05"],
+    "ppo_k2_reward": ["algo.preset=ppo", "algo.kl=k2", "algo.kl_mode=reward", "algo.kl_coef=0.05"],
+    "grpo_tis": ["algo.old_logprobs=recompute", "algo.rollout_correction=tis", "algo.epochs=2"],
+    "grpo_mask": ["algo.old_logprobs=recompute", "algo.rollout_correction=mask",
+                  "algo.rollout_correction_cap=1.5"],
+    "grpo_top_p": ["algo.old_logprobs=recompute", "rollout.top_p=0.9"],
+    "grpo_micro_dual": ["algo.micro_batches=4", "algo.dual_clip=3.0", "algo.epochs=2"],
+    "grpo_lag": ["algo.rollout_lag=2", "algo.minibatches=2"],
+    "grpo_zero_var": ["algo.group_filter=zero_variance"],
+    "grpo_lora_k3": ["model.lora_rank=4", "algo.kl=k3", "algo.kl_coef=0.04"],
+    "grpo_bf16": ["model.dtype=bf16", "algo.fp32_lm_head=true"],
+    "grpo_wall": ["train.max_wall_s=0.001"],
+})
+
+VOLATILE = ("perf/", "compute/wall_s")
+
+
+def run(out: Path, only: list[str]) -> None:
+    from harness.config import load_config
+    from harness.train import train
+
+    cache = out / "_cache"
+    for name, over in CASES.items():
+        if only and name not in only:
+            continue
+        cfg = load_config(None, TINY + over + [f"run.results_dir={out / name}",
+                                               f"run.cache_dir={cache}", "run.sweep=fixed"])
+        s = train(cfg, progress=False)
+        print(f"{name:24s} {s['status']:9s} step {s['step']}", flush=True)
+
+
+def _run_dir(case_dir: Path) -> Path:
+    dirs = [p.parent for p in case_dir.glob("fixed/*/config.yaml")]
+    if len(dirs) != 1:
+        raise SystemExit(f"{case_dir}: expected one run directory, found {len(dirs)}")
+    return dirs[0]
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _timeless(x):
+    """A summary without its wall-clock values (any `wall_s`, `perf/*`, `compute/wall_s`)."""
+    if isinstance(x, dict):
+        return {k: _timeless(v) for k, v in x.items() if k != "wall_s" and not k.startswith(VOLATILE)}
+    return x
+
+
+def compare(a: Path, b: Path) -> int:
+    names = sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    bad = 0
+    for name in names:
+        if not (b / name).is_dir():
+            print(f"{name}: missing in {b}")
+            bad += 1
+            continue
+        ra, rb = _run_dir(a / name), _run_dir(b / name)
+        if ra.name != rb.name:
+            print(f"{name}: run id {ra.name} != {rb.name} (the resolved config differs)")
+            bad += 1
+        diffs = []
+        ca = (ra / "config.yaml").read_text().replace(str(a.resolve()), "<ROOT>")
+        cb = (rb / "config.yaml").read_text().replace(str(b.resolve()), "<ROOT>")
+        if ca != cb:
+            diffs.append("config.yaml differs")
+        for fname in ("metrics.jsonl", "eval_items.jsonl"):
+            xa, xb = _jsonl(ra / fname), _jsonl(rb / fname)
+            if len(xa) != len(xb):
+                diffs.append(f"{fname}: {len(xa)} vs {len(xb)} lines")
+                continue
+            for i, (u, v) in enumerate(zip(xa, xb)):
+                ka = {k for k in u if not k.startswith(VOLATILE)}
+                kb = {k for k in v if not k.startswith(VOLATILE)}
+                if ka != kb:
+                    diffs.append(f"{fname}:{i + 1}: keys {sorted(ka ^ kb)}")
+                    break
+                d = [k for k in sorted(ka) if u[k] != v[k]]
+                if d:
+                    diffs.append(f"{fname}:{i + 1}: {d[0]} = {u[d[0]]!r} vs {v[d[0]]!r}")
+                    break
+        sa, sb = (json.loads((r / "summary.json").read_text()) for r in (ra, rb))
+        if _timeless(sa) != _timeless(sb):
+            diffs.append("summary.json differs")
+        print(f"{name:24s} {'identical' if not diffs else 'DIFFERENT: ' + '; '.join(diffs)}")
+        bad += bool(diffs)
+    print(f"{len(names) - bad} of {len(names)} cases identical")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "run":
+        run(Path(sys.argv[2]).resolve(), sys.argv[3:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "compare":
+        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+    else:
+        sys.exit(__doc__)

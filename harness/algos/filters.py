@@ -1,0 +1,38 @@
+"""group_filter: (scores (B,), group_size) -> (P,) bool, the groups that reach the loss.
+
+`zero_variance` drops groups whose verifier scores are all equal (binary scores: keeps
+0 < #correct < G). Their group-relative advantage is zero, so they only dilute the loss normaliser.
+Alone (max_gen_rounds = 1) this is ScaleRL's zero-variance filtering (Khatri et al. 2025, arXiv
+2510.13786): the batch simply shrinks; with max_gen_rounds > 1 the loop refills it (DAPO dynamic
+sampling, Yu et al. 2025, arXiv 2503.14476, Sec. 3.2). The filter reads the verifier's raw score
+(correctness), not the shaped reward: DAPO filters on accuracy, so an overlong penalty does not
+make an all-correct group "informative". Property: drops (it can remove groups, so refilling
+rounds make sense).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import Registry
+
+GROUP_FILTERS = Registry("algo.group_filter", drops=False)
+
+
+def informative_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(P,) bool: the group's scores are not all equal."""
+    s = scores.view(-1, group_size)
+    return (s != s[:, :1]).any(-1)
+
+
+@GROUP_FILTERS.register("none")
+def keep_every_group(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Every sampled group is trained on (GRPO, Shao et al. 2024, arXiv 2402.03300)."""
+    return torch.ones(len(scores) // group_size, dtype=torch.bool)
+
+
+@GROUP_FILTERS.register("zero_variance", drops=True)
+def keep_informative_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Drop groups whose verifier scores are all equal (ScaleRL zero-variance filtering; DAPO's
+    dynamic-sampling filter): only groups with 0 < #correct < G keep a non-zero advantage."""
+    return informative_groups(scores, group_size)
