@@ -32,8 +32,10 @@ from transformers import AutoModelForCausalLM, Qwen2Config  # noqa: E402
 
 from harness.config import load_config  # noqa: E402
 from harness.models import count_params, prepare_policy, train_tokenizer  # noqa: E402
-from harness.rollout import HFEngine, make_engine, sequence_logprobs  # noqa: E402
-from harness.update import StepBatch, policy_backward  # noqa: E402
+from harness.engines import HFEngine, make_engine  # noqa: E402
+from harness.models import sequence_logprobs  # noqa: E402
+from harness.batch import StepBatch  # noqa: E402
+from harness.update import policy_backward  # noqa: E402
 
 # Qwen2.5-0.5B's architecture (its config.json), built with random weights: no download.
 QWEN25_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
@@ -128,7 +130,7 @@ def update_rate(model, cfg, ro, device, steps: int = 3) -> float:
 
 def synthetic_rollout(n: int, prompt_len: int, resp_len: int, vocab: int, device):
     """A full-length batch for the update measurement (no EOS: every response token counts)."""
-    from harness.rollout import Rollout
+    from harness.batch import Rollout
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(10, vocab, (n, prompt_len), generator=g).to(device)
     resp = torch.randint(10, vocab, (n, resp_len), generator=g).to(device)

@@ -653,7 +653,8 @@ def _validate_model_engine(cfg: Config) -> None:
     if not corr.uses_floor and a.rollout_correction_floor != base.rollout_correction_floor:
         raise ConfigError(f"algo.rollout_correction_floor = {a.rollout_correction_floor}: only used when "
                           f"algo.rollout_correction is {' or '.join(algos.ROLLOUT_CORRECTIONS.where(uses_floor=True))} "
-                          f"(it is {a.rollout_correction}; tis truncates only above: min(ratio, cap))")
+                          f"(it is {a.rollout_correction}); the floor is used by "
+                          f"{' or '.join(algos.ROLLOUT_CORRECTIONS.where(uses_floor=True))}")
 
 
 def _validate_task(cfg: Config) -> None:

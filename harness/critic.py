@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .update import StepBatch
+from .batch import StepBatch
 
 
 class ValueModel(nn.Module):

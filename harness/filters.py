@@ -20,42 +20,7 @@ from typing import Callable
 
 import torch
 
-from .rollout import Rollout
-
-
-def informative_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
-    """(P,) bool: the group's scores are not all equal."""
-    s = scores.view(-1, group_size)
-    return (s != s[:, :1]).any(-1)
-
-
-def select_rows(ro: Rollout, idx: torch.Tensor) -> Rollout:
-    """The rows `idx` of a rollout (texts included)."""
-    ids = idx.tolist()
-    return Rollout(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.response_ids[idx], ro.response_mask[idx],
-                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids])
-
-
-def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
-    """Concatenate rollouts of different widths: prompts stay left-padded, responses right-padded."""
-    if len(ros) == 1:
-        return ros[0]
-    tp = max(r.prompt_ids.shape[1] for r in ros)
-    tr = max(r.response_ids.shape[1] for r in ros)
-
-    def left(x, w, v):
-        return torch.nn.functional.pad(x, (w - x.shape[1], 0), value=v)
-
-    def right(x, w, v):
-        return torch.nn.functional.pad(x, (0, w - x.shape[1]), value=v)
-
-    return Rollout(torch.cat([left(r.prompt_ids, tp, pad_id) for r in ros]),
-                   torch.cat([left(r.prompt_mask, tp, 0) for r in ros]),
-                   torch.cat([right(r.response_ids, tr, pad_id) for r in ros]),
-                   torch.cat([right(r.response_mask, tr, 0) for r in ros]),
-                   torch.cat([right(r.logprobs, tr, 0.0) for r in ros]),
-                   torch.cat([r.lengths for r in ros]), torch.cat([r.truncated for r in ros]),
-                   [t for r in ros for t in r.texts])
+from .batch import cat_rollouts
 
 
 def collect_groups(generate: Callable, draw: Callable, score: Callable, *, n_groups: int,

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig,
                           PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config)
@@ -237,3 +238,56 @@ def output_cache(out):
     """The KV cache of a forward output under either name (`cache`, older `past_key_values`)."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                      response_ids: torch.Tensor, response_mask: torch.Tensor,
+                      temperature: float = 1.0, with_entropy: bool = False):
+    """Teacher-forced log pi(response token | prefix) / temperature, shape (B, Tr), and optionally
+    the per-token entropy of that distribution (B, Tr); values at padding positions mean nothing
+    (callers mask them).
+
+    Same values as one forward pass over prompt + response (up to float rounding), for less work:
+    columns that are padding in every row are not forwarded, and rows that repeat the previous row's
+    prompt (a group's G samples) share one forward pass of it: the prompt's keys and values (a KV
+    cache; gradients flow through it) are expanded to the rows and only the responses are forwarded
+    on top, so a 7-token prompt sampled 8 times costs 7 positions, not 56.
+    """
+    B, tr_full = response_ids.shape
+    real = response_mask.any(0).nonzero()
+    tr = int(real.max()) + 1 if len(real) else 1                                # trailing padding
+    lead = int(prompt_mask.any(0).nonzero().min()) if prompt_mask.any() else 0   # leading padding
+    prompt_ids, prompt_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
+    response_ids, response_mask = response_ids[:, :tr], response_mask[:, :tr]
+    cache_kw, has_keep = forward_params(model)
+    new = torch.ones(B, dtype=torch.bool, device=prompt_ids.device)          # row starts a new prompt
+    new[1:] = ((prompt_ids[1:] != prompt_ids[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(-1)
+    if bool(new.all()):  # no shared prompts: one pass over prompt + response
+        ids = torch.cat([prompt_ids, response_ids], 1)
+        attn = torch.cat([prompt_mask, response_mask], 1)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        keep = {"logits_to_keep": tr + 1} if has_keep else {}
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep).logits
+        logits = logits[:, -tr - 1:-1]                                           # (B, Tr, V)
+    else:
+        starts = new.nonzero().squeeze(-1)
+        expand = new.long().cumsum(0) - 1                                        # row -> its prompt
+        u_ids, u_mask = prompt_ids[starts], prompt_mask[starts]
+        out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=(u_mask.cumsum(-1) - 1).clamp(min=0),
+                    use_cache=True, **({"logits_to_keep": 1} if has_keep else {}))
+        logits = out.logits[:, -1:][expand]                                      # predicts token 0
+        if tr > 1:
+            cache = output_cache(out)
+            cache.reorder_cache(expand)                                          # (U, ...) -> (B, ...)
+            pos = prompt_mask.sum(-1, keepdim=True) + torch.arange(tr - 1, device=prompt_ids.device)
+            rest = model(input_ids=response_ids[:, :-1], position_ids=pos, use_cache=True,
+                         attention_mask=torch.cat([prompt_mask, response_mask[:, :-1]], 1),
+                         **{cache_kw: cache}).logits
+            logits = torch.cat([logits, rest], 1)                                # (B, Tr, V)
+    logp_all = torch.log_softmax(logits.float() / temperature, -1)
+    logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+    pad = (0, tr_full - tr)
+    if not with_entropy:
+        return F.pad(logp, pad), None
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return F.pad(logp, pad), F.pad(entropy, pad)

@@ -34,10 +34,12 @@ from .storage import (CheckpointError, MetricsLog, atomic_write_text, file_lock,
                  remove_stale_tmp, save_checkpoint_file, write_json)
 from .models import (count_params, get_tokenizer, is_lora, load_policy_state, policy_state,
                      prepare_policy, reference_context)
-from .rollout import make_engine, require_engine, sequence_logprobs
+from .batch import StepBatch, select_rows
+from .engines import ENGINES, make_engine
+from .models import sequence_logprobs
 from .tasks import make_task
-from .filters import collect_groups, informative_groups, select_rows
-from .update import StepBatch, policy_backward
+from .filters import collect_groups
+from .update import policy_backward
 from .warmstart import get_warm_start, load_warm_model
 
 
@@ -125,10 +127,8 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                "run_id": cfg.run_id(), "run_name": cfg.run_name()}
 
     try:
-        compact = cfg.task.prompt_style == "compact" or (
-            cfg.task.prompt_style == "auto" and cfg.model.scale != "pretrained")
-        require_engine(cfg.rollout.engine)  # e.g. vLLM missing: say so before any warm-up
-        task = make_task(cfg.task, compact=compact)
+        ENGINES[cfg.rollout.engine]  # an optional extra (vLLM) missing: say so before any warm-up
+        task = make_task(cfg)
         if not dp.is_main:  # data parallel: rank 0 builds (or finds) the cached warm start first
             distributed.barrier()  # (transformers' save_pretrained writes nothing on rank > 0)
         tok = get_tokenizer(cfg, task.corpus)
@@ -425,7 +425,7 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                    "rollout/response_len_correct": lens[correct].mean().item() if correct.any() else None,
                    "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
                    "rollout/truncated_frac": ro_all.truncated.float().mean().item(),
-                   "rollout/zero_var_groups": (~informative_groups(scores_all, r.group_size)).float().mean().item(),
+                   "rollout/zero_var_groups": (~algos.informative_groups(scores_all, r.group_size)).float().mean().item(),
                    "rollout/gen_rounds": rounds, "rollout/kept_groups": n_prompts,
                    "rollout/policy_lag": lag,
                    "loss/policy": _mean(stats["loss"]), "policy/entropy": _per_token(sums, "entropy"),

@@ -16,39 +16,15 @@ the tokens that carry gradient.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 from . import algos, distributed
 from .config import AlgoCfg
-from .rollout import sequence_logprobs
-
-
-@dataclass
-class StepBatch:
-    """The training tensors of one RL step; rows grouped by prompt (G contiguous rows each)."""
-    prompt_ids: torch.Tensor       # (B, Tp) left-padded
-    prompt_mask: torch.Tensor      # (B, Tp)
-    response_ids: torch.Tensor     # (B, T) right-padded
-    response_mask: torch.Tensor    # (B, T) 1 = a sampled token
-    loss_mask: torch.Tensor        # (B, T) float: tokens in the policy loss (overlong filtering)
-    adv: torch.Tensor              # (B, T)
-    logp_old: torch.Tensor         # (B, T) pi_old
-    correct: torch.Tensor          # (B,) bool: the verifier accepted the response
-    logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
-    value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
-    correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
-
-    def __len__(self) -> int:
-        return self.prompt_ids.shape[0]
-
-    def rows(self, idx: torch.Tensor) -> "StepBatch":
-        return StepBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[idx]
-                            for f in dataclasses.fields(self)})
+from .batch import StepBatch
+from .models import sequence_logprobs
 
 
 def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new_tokens: int,

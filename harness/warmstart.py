@@ -24,7 +24,9 @@ from .config import MATH_KEYS, Config
 from .evaluate import evaluate
 from .storage import file_lock, write_json
 from .models import build_model, count_params, load_model
-from .rollout import HFEngine, encode_prompts, sequence_logprobs
+from .batch import encode_prompts
+from .engines import HFEngine
+from .models import sequence_logprobs
 
 WARMSTART_VERSION = 2  # bump when the procedure changes, so old caches are not reused
 

@@ -86,7 +86,7 @@ def _fake_batch(seed=1, P=2, G=4, Tp=3, T=6):
     """2 prompts x G=4 responses of unequal lengths (one fully masked), random advantages, and a
     pi_old / pi_ref that differ from pi so ratios, clips and KL are all non-trivial."""
     import torch
-    from harness.update import StepBatch
+    from harness.batch import StepBatch
     g = torch.Generator().manual_seed(seed)
     B = P * G
     lengths = torch.tensor([6, 2, 4, 1, 5, 3, 6, 2])
@@ -138,7 +138,7 @@ def test_micro_batched_gradient_equals_the_full_minibatch_formula():
     import torch
     from harness import algos
     from harness.config import AlgoCfg
-    from harness.rollout import sequence_logprobs
+    from harness.models import sequence_logprobs
     model, b = _tiny_lm(), _fake_batch()
     g4, _ = _grads(model, b, AlgoCfg(aggregation="token_mean", micro_batches=4))
     model.zero_grad(set_to_none=True)
@@ -195,7 +195,7 @@ def test_reference_model_is_loaded_only_when_kl_is_on(tiny_overrides, monkeypatc
 # ---- filters ------------------------------------------------------------------------------------
 def _fake_rollout(texts, tp=2, tr=3):
     import torch
-    from harness.rollout import Rollout
+    from harness.batch import Rollout
     B = len(texts)
     return Rollout(torch.full((B, tp), 7), torch.ones(B, tp, dtype=torch.long), torch.full((B, tr), 5),
                    torch.ones(B, tr, dtype=torch.long), torch.full((B, tr), -1.0),
@@ -204,13 +204,13 @@ def _fake_rollout(texts, tp=2, tr=3):
 
 def test_informative_groups():
     import torch
-    from harness.filters import informative_groups
+    from harness.algos import informative_groups
     s = torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1, 0])
     assert informative_groups(s, 3).tolist() == [True, False, True]
 
 
 def test_cat_rollouts_pads_prompts_left_and_responses_right():
-    from harness.filters import cat_rollouts
+    from harness.batch import cat_rollouts
     a, b = _fake_rollout(["x"], tp=1, tr=2), _fake_rollout(["y"], tp=3, tr=4)
     c = cat_rollouts([a, b], pad_id=0)
     assert c.prompt_ids.tolist() == [[0, 0, 7], [7, 7, 7]] and c.prompt_mask[0].tolist() == [0, 0, 1]
@@ -314,7 +314,7 @@ def test_fp32_lm_head_in_the_loop(tiny_overrides):
 def parity_reward(monkeypatch):
     """A test-only verifier: reward 1 for responses of odd length. A random-init tiny model never
     solves the task, so without this every advantage (and every gradient) would be zero."""
-    from harness.tasks import ChainSumTask
+    from harness.tasks.chain_sum import ChainSumTask
     monkeypatch.setattr(ChainSumTask, "score", lambda self, text, item: float(len(text) % 2))
 
 

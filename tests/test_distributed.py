@@ -12,7 +12,8 @@ import torch.multiprocessing as mp
 
 from harness import distributed
 from harness.config import load_config
-from harness.update import StepBatch, policy_backward
+from harness.batch import StepBatch
+from harness.update import policy_backward
 
 AGGS = ["seq_mean_token_mean", "token_mean", "seq_sum_constant", "prompt_mean"]
 G = 2  # group size; 4 groups -> 2 per rank

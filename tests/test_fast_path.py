@@ -11,14 +11,16 @@ from transformers import Qwen2ForCausalLM, TopPLogitsWarper
 from harness import algos
 from harness.config import load_config
 from harness.models import build_model, get_tokenizer
-from harness.rollout import HFEngine, _sample, sequence_logprobs
+from harness.engines.hf import HFEngine, _sample
+from harness.models import sequence_logprobs
 from harness.tasks import make_task
-from harness.update import StepBatch, inert_rows, policy_backward
+from harness.batch import StepBatch
+from harness.update import inert_rows, policy_backward
 
 
 def _setup(tmp_path, scale="tiny-0.3m"):
     cfg = load_config(None, [f"model.scale={scale}", f"run.cache_dir={tmp_path}"])
-    task = make_task(cfg.task, True)
+    task = make_task(cfg)
     tok = get_tokenizer(cfg, task.corpus)
     return cfg, task, tok, build_model(cfg, tok, 0)
 

@@ -15,17 +15,19 @@ from harness import algos
 from harness.config import ConfigError, load_config
 from harness.models import (build_model, cache_kwargs, export_weights, get_tokenizer, is_lora,
                             output_cache, policy_state, prepare_policy, reference_context)
-from harness.rollout import HFEngine, make_engine, sequence_logprobs
+from harness.engines import HFEngine, make_engine
+from harness.models import sequence_logprobs
 from harness.tasks import make_task
 from harness.train import train
-from harness.update import StepBatch, policy_backward
+from harness.batch import StepBatch
+from harness.update import policy_backward
 
 LORA = ["model.lora_rank=4", "model.lora_alpha=8"]
 
 
 def _setup(tmp_path, extra=()):
     cfg = load_config(None, ["model.scale=tiny-0.3m", f"run.cache_dir={tmp_path}", *extra])
-    task = make_task(cfg.task, True)
+    task = make_task(cfg)
     tok = get_tokenizer(cfg, task.corpus)
     return cfg, task, tok
 
@@ -263,7 +265,7 @@ def test_config_rejects_invalid_gpu_path_combinations():
 
 # ----------------------------------------------------------------------------- vLLM engine, cache
 def test_vllm_engine_missing_gives_one_line_naming_the_gpu_extra(tmp_path):
-    pytest.importorskip("harness.rollout_vllm")  # the module itself imports without vLLM
+    pytest.importorskip("harness.engines.vllm")  # the module itself imports without vLLM
     try:
         import vllm  # noqa: F401
         pytest.skip("vLLM is installed here; the missing-vLLM error cannot be observed")

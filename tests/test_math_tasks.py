@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.config import ConfigError, load_config
-from harness.math_tasks import DATA_DIR, last_boxed, math_verify_score, parse_record, read_items
+from harness.tasks.math_problems import DATA_DIR, last_boxed, math_verify_score, parse_record, read_items
 from harness.tasks import make_task
 from harness.train import train
 
@@ -19,7 +19,7 @@ MATH = ["task.name=math", *SAMPLE, "eval.in_dist.n_items=12", "eval.held_out.n_i
 
 
 def _task(extra=()):
-    return make_task(load_config(None, MATH + list(extra)).task, compact=False)
+    return make_task(load_config(None, MATH + list(extra)))
 
 
 def test_every_shipped_reference_scores_1_and_a_wrong_answer_0():

@@ -9,8 +9,10 @@ from transformers import AutoTokenizer
 
 from harness.config import load_config
 from harness.models import build_model, count_params, get_tokenizer
-from harness.rollout import HFEngine, sequence_logprobs
-from harness.tasks import extract_answer, make_task, render_reference
+from harness.engines import HFEngine
+from harness.models import sequence_logprobs
+from harness.tasks import make_task
+from harness.tasks.chain_sum import ChainSumTask, extract_answer, render_reference
 
 
 def test_reference_shows_running_sums():
@@ -26,7 +28,7 @@ def test_extract_answer():
 
 
 def test_scoring_uses_reasoning_gym_and_the_chain_answer():
-    task = make_task(load_config(None, []).task, compact=True)
+    task = make_task(load_config(None, []))
     it = task.take("train", 0, 1)[0][0]
     assert task.score(it.reference, it) == 1.0
     wrong = it.reference.rsplit("=", 1)[0] + "=" + str(int(it.answer) + 1) + "."
@@ -46,7 +48,7 @@ def _first_two(it):
 
 @pytest.mark.parametrize("shift", sorted(SHIFTED))
 def test_held_out_split_is_disjoint_and_shifted(shift):
-    task = make_task(load_config(None, [f"task.held_out={shift}"]).task, compact=True)
+    task = make_task(load_config(None, [f"task.held_out={shift}"]))
     held = task.eval_set("held_out", 50)
     assert all(SHIFTED[shift](*_first_two(it)) for it in held)
     for split in ("train", "in_dist", "warmup", "warmup_check"):
@@ -58,10 +60,10 @@ def test_held_out_split_is_disjoint_and_shifted(shift):
 
 def test_more_terms_and_held_out_in_warmup():
     cfg = load_config(None, ["task.held_out=more_terms"])
-    prompt = make_task(cfg.task, compact=True).eval_set("held_out", 1)[0].prompt
+    prompt = make_task(cfg).eval_set("held_out", 1)[0].prompt
     assert prompt.count("+") + prompt.count("-") == cfg.task.n_terms  # one more operand
     # OXRL's setting: the warm start (pre-training) sees the shifted items, RL never does
-    task = make_task(load_config(None, ["task.held_out_in_warmup=true"]).task, compact=True)
+    task = make_task(load_config(None, ["task.held_out_in_warmup=true"]))
     warm = [_first_two(it) for it in task.take("warmup", 0, 1000)[0]]
     share = sum(a % 10 == 7 for a, _ in warm) / len(warm)
     assert 0.05 < share < 0.15  # ~1 in 10 first operands ends in 7
@@ -69,13 +71,13 @@ def test_more_terms_and_held_out_in_warmup():
 
 
 def test_full_prompt_style_for_pretrained_models():
-    task = make_task(load_config(None, []).task, compact=False)
+    task = ChainSumTask(load_config(None, []).task, compact=False)
     assert task.take("train", 0, 1)[0][0].prompt.startswith("State the final answer")
 
 
 def test_local_tokenizer_is_cached_and_loads_with_autotokenizer(tmp_path):
     cfg = load_config(None, [f"run.cache_dir={tmp_path}"])
-    task = make_task(cfg.task, compact=True)
+    task = make_task(cfg)
     tok = get_tokenizer(cfg, task.corpus)
     text = "12+7=19,19-35=-16."
     assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
@@ -90,7 +92,7 @@ def test_scale_axis_parameter_counts(tmp_path):
     sizes = {}
     for scale in ("tiny-0.3m", "tiny-1m", "tiny-4m"):
         cfg = load_config(None, [f"model.scale={scale}", f"run.cache_dir={tmp_path}"])
-        tok = get_tokenizer(cfg, make_task(cfg.task, True).corpus)
+        tok = get_tokenizer(cfg, make_task(cfg).corpus)
         sizes[scale] = count_params(build_model(cfg, tok, init_seed=0))
     assert 0.2e6 < sizes["tiny-0.3m"] < 0.4e6
     assert 0.7e6 < sizes["tiny-1m"] < 1.3e6
@@ -99,7 +101,7 @@ def test_scale_axis_parameter_counts(tmp_path):
 
 def test_llama_arch_and_init_is_seeded(tmp_path):
     cfg = load_config(None, ["model.arch=llama", "model.scale=tiny-0.3m", f"run.cache_dir={tmp_path}"])
-    tok = get_tokenizer(cfg, make_task(cfg.task, True).corpus)
+    tok = get_tokenizer(cfg, make_task(cfg).corpus)
     a, b = build_model(cfg, tok, 3), build_model(cfg, tok, 3)
     assert type(a).__name__ == "LlamaForCausalLM"
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
@@ -107,7 +109,7 @@ def test_llama_arch_and_init_is_seeded(tmp_path):
 
 def test_sampler_logprobs_equal_teacher_forced_logprobs(tmp_path):
     cfg = load_config(None, ["model.scale=tiny-0.3m", f"run.cache_dir={tmp_path}"])
-    task = make_task(cfg.task, True)
+    task = make_task(cfg)
     tok = get_tokenizer(cfg, task.corpus)
     model = build_model(cfg, tok, 0)
     items, _ = task.take("train", 0, 6)

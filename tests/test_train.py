@@ -56,7 +56,7 @@ def test_tiny_run_writes_a_complete_run_dir(tiny_overrides):
     # prompt+response token: 8N per generated token, plus 8N per prompt token (16 prompts of <= 7)
     from harness.models import build_model, count_params, get_tokenizer
     from harness.tasks import make_task
-    n = count_params(build_model(cfg, get_tokenizer(cfg, make_task(cfg.task, True).corpus), 0))
+    n = count_params(build_model(cfg, get_tokenizer(cfg, make_task(cfg).corpus), 0))
     tr_rows = [r for r in rs if r["kind"] == "train"]
     prev_f, prev_t = 0.0, 0
     for r in tr_rows:

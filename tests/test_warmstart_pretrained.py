@@ -48,7 +48,7 @@ def test_warm_start_that_misses_its_target_fails_clearly(tiny_overrides, tmp_pat
     cfg = load_config(None, tiny_overrides + [f"run.cache_dir={tmp_path}", "warmup.max_steps=6",
                                               "warmup.check_every=3", "warmup.target_pass_rate=1",
                                               "warmup.batch_size=8", "warmup.check_items=8"])
-    task = make_task(cfg.task, True)
+    task = make_task(cfg)
     with pytest.raises(WarmupError, match=r"warmup.target_pass_rate = 1.0 after warmup.max_steps = 6"):
         get_warm_start(cfg, get_tokenizer(cfg, task.corpus), task, progress=False)
     assert not (tmp_path / "warmstart").exists() or _entries(tmp_path) == []  # nothing half-written
@@ -64,7 +64,7 @@ def test_warm_start_that_misses_its_target_fails_clearly(tiny_overrides, tmp_pat
 def test_pretrained_model_from_a_local_directory(tiny_overrides, tmp_path):
     # make a "pretrained" checkpoint the way any HF model directory looks: save_pretrained
     src = load_config(None, tiny_overrides + [f"run.cache_dir={tmp_path / 'c'}"])
-    tok = get_tokenizer(src, make_task(src.task, True).corpus)
+    tok = get_tokenizer(src, make_task(src).corpus)
     model_dir = tmp_path / "my-model"
     build_model(src, tok, init_seed=3).save_pretrained(model_dir)
     tok.save_pretrained(model_dir)

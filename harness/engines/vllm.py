@@ -1,4 +1,4 @@
-"""vLLM rollout engine (`rollout.engine = vllm`): the same `Rollout` as `HFEngine`, sampled by vLLM
+"""The vLLM engine (`rollout.engine = vllm`): the same `Rollout` as `HFEngine`, sampled by vLLM
 running in the trainer's own process on the same GPU. NEVER RUN YET (no machine with vLLM was
 available when it was written; docs/gpu.md says what to check first). The import error is tested.
 
@@ -22,8 +22,8 @@ import os
 
 import torch
 
-from .models import iter_export_weights
-from .rollout import Rollout, encode_prompts
+from ..batch import Rollout, encode_prompts
+from ..models import iter_export_weights
 
 INSTALL_HINT = ("rollout.engine = vllm needs vLLM, which is not installed: pip install "
                 "'rlablate[gpu]' (Linux with CUDA; vLLM has no CPU wheel)")

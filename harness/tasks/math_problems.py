@@ -29,10 +29,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import TaskCfg
-from .tasks import SPLIT_SEED, Item
+from .base import SPLIT_SEED, Item
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parent.parent / "data"
+# the task.* keys this task reads (any other task key must keep its default: config rules)
+KEYS = ("train_path", "in_dist_path", "held_out_path", "prompt_template", "chat_template")
 
 
 def last_boxed(text: str) -> str | None:
@@ -109,10 +110,10 @@ class _Files:
 
 
 class MathTask:
-    """Train / in-dist / held-out streams of file-backed math problems (same interface as
-    `tasks.ChainSumTask`: take, eval_set, score, corpus)."""
+    """Train / in-dist / held-out streams of file-backed math problems (the `tasks.base.Task`
+    interface: take, eval_set, score, corpus, use_chat_template)."""
 
-    def __init__(self, cfg: TaskCfg):
+    def __init__(self, cfg):
         self.cfg = cfg
         files = _Files(cfg.train_path, cfg.in_dist_path, cfg.held_out_path)
         self.rows = {"train": read_items(files.train), "in_dist": read_items(files.in_dist),
@@ -174,3 +175,7 @@ class MathTask:
         return ["0123456789+-*/=.,()[]{}\\$ "] + [self.item(r).prompt + self.item(r).reference
                                                   for split in ("train", "in_dist", "held_out")
                                                   for r in self.rows[split]]
+
+
+def from_config(cfg) -> MathTask:
+    return MathTask(cfg.task)

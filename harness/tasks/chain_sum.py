@@ -19,27 +19,18 @@ shifted ones included, and only RL is restricted to the in-distribution items (O
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import reasoning_gym
 
-from .config import TaskCfg
+from .base import SPLIT_SEED, Item
 
-SPLIT_SEED = {"train": 0, "warmup": 1_000_000, "warmup_check": 4_000_000, "in_dist": 2_000_000,
-              "held_out": 3_000_000}
+# the task.* keys this task reads (any other task key must keep its default: config rules)
+KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup")
 
 
 # held-out shifts that select items by their operands (excluded from every other split)
 SHIFTS = {"first_two_ge_50": lambda nums: nums[0] >= 50 and nums[1] >= 50,
           "first_ends_in_7": lambda nums: nums[0] % 10 == 7}
-
-
-@dataclass(frozen=True)
-class Item:
-    prompt: str      # what the model sees
-    reference: str   # the reference response (supervised warm-up target), ends with '.'
-    answer: str      # reasoning-gym's ground-truth answer
-    entry: dict      # the generator's raw item (for reasoning-gym's scorer)
 
 
 def _operands(expression: str) -> tuple[list[int], list[str]]:
@@ -72,7 +63,7 @@ class ChainSumTask:
     """Train / in-dist / held-out streams of chain_sum items. Item i of a split is a pure function
     of (config, split, i), so a data cursor is a single integer and resuming is exact."""
 
-    def __init__(self, cfg: TaskCfg, compact: bool):
+    def __init__(self, cfg, compact: bool):
         self.cfg = cfg
         self.compact = compact
         self._ds: dict = {}
@@ -134,11 +125,14 @@ class ChainSumTask:
         return texts
 
 
-def make_task(cfg: TaskCfg, compact: bool):
-    """The task named by `task.name`: chain_sum here, math in `harness.math_tasks`."""
-    if cfg.name == "chain_sum":
-        return ChainSumTask(cfg, compact)
-    if cfg.name == "math":
-        from .math_tasks import MathTask
-        return MathTask(cfg)
-    raise ValueError(f"task.name = {cfg.name!r}")  # unreachable: config validates the name
+def from_config(cfg) -> ChainSumTask:
+    """The task of a run: compact prompts for tiny models unless task.prompt_style says otherwise."""
+    style = cfg.task.prompt_style
+    compact = style == "compact" or (style == "auto" and cfg.model.scale != "pretrained")
+    return ChainSumTask(cfg.task, compact=compact)
+
+
+def max_prompt_chars(task_cfg) -> int:
+    """The longest compact prompt ('12+7+35=') of any split, in characters (= tiny-model tokens)."""
+    terms = task_cfg.n_terms + (1 if task_cfg.held_out == "more_terms" else 0)
+    return terms * (task_cfg.max_digits + 1) + 1

@@ -1,0 +1,100 @@
+"""The step's tensors and their padding: what a rollout engine returns (`Rollout`), what an update
+consumes (`StepBatch`), and the row helpers both need.
+
+Rows are grouped by prompt: a prompt's G samples are contiguous rows g*G .. g*G+G-1. Prompts are
+left-padded (so the last prompt token sits at one column for every row), responses right-padded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class Rollout:
+    prompt_ids: torch.Tensor     # (B, Tp) left-padded
+    prompt_mask: torch.Tensor    # (B, Tp) 1 = real token
+    response_ids: torch.Tensor   # (B, Tr) right-padded; includes the EOS token when one was emitted
+    response_mask: torch.Tensor  # (B, Tr) 1 = a token the policy chose
+    logprobs: torch.Tensor       # (B, Tr) log pi_sampler(token) at the sampling temperature; 0 on pad
+    lengths: torch.Tensor        # (B,) response tokens (incl. EOS)
+    truncated: torch.Tensor      # (B,) bool: hit max_new_tokens without EOS
+    texts: list[str]             # decoded responses (EOS and pad removed)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def encode_prompts(tok, prompts: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """BOS + prompt, left-padded."""
+    ids = [[tok.bos_token_id] + tok.encode(p, add_special_tokens=False) if tok.bos_token_id is not None
+           else tok.encode(p, add_special_tokens=False) for p in prompts]
+    width = max(len(x) for x in ids)
+    out = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, x in enumerate(ids):
+        out[i, width - len(x):] = torch.tensor(x)
+        mask[i, width - len(x):] = 1
+    return out.to(device), mask.to(device)
+
+
+@dataclass
+class StepBatch:
+    """The training tensors of one RL step; rows grouped by prompt (G contiguous rows each)."""
+    prompt_ids: torch.Tensor       # (B, Tp) left-padded
+    prompt_mask: torch.Tensor      # (B, Tp)
+    response_ids: torch.Tensor     # (B, T) right-padded
+    response_mask: torch.Tensor    # (B, T) 1 = a sampled token
+    loss_mask: torch.Tensor        # (B, T) float: tokens in the policy loss (overlong filtering)
+    adv: torch.Tensor              # (B, T)
+    logp_old: torch.Tensor         # (B, T) pi_old
+    correct: torch.Tensor          # (B,) bool: the verifier accepted the response
+    logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
+    value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
+    correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
+
+    def __len__(self) -> int:
+        return self.prompt_ids.shape[0]
+
+    def rows(self, idx: torch.Tensor) -> "StepBatch":
+        return StepBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[idx]
+                            for f in dataclasses.fields(self)})
+
+
+def select_rows(ro: Rollout, idx: torch.Tensor) -> Rollout:
+    """The rows `idx` of a rollout (texts included)."""
+    ids = idx.tolist()
+    return Rollout(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.response_ids[idx], ro.response_mask[idx],
+                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids])
+
+
+def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
+    """Concatenate rollouts of different widths: prompts stay left-padded, responses right-padded."""
+    if len(ros) == 1:
+        return ros[0]
+    tp = max(r.prompt_ids.shape[1] for r in ros)
+    tr = max(r.response_ids.shape[1] for r in ros)
+
+    def left(x, w, v):
+        return torch.nn.functional.pad(x, (w - x.shape[1], 0), value=v)
+
+    def right(x, w, v):
+        return torch.nn.functional.pad(x, (0, w - x.shape[1]), value=v)
+
+    return Rollout(torch.cat([left(r.prompt_ids, tp, pad_id) for r in ros]),
+                   torch.cat([left(r.prompt_mask, tp, 0) for r in ros]),
+                   torch.cat([right(r.response_ids, tr, pad_id) for r in ros]),
+                   torch.cat([right(r.response_mask, tr, 0) for r in ros]),
+                   torch.cat([right(r.logprobs, tr, 0.0) for r in ros]),
+                   torch.cat([r.lengths for r in ros]), torch.cat([r.truncated for r in ros]),
+                   [t for r in ros for t in r.texts])
+
+
+def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Group (prompt) indices -> the indices of their G contiguous rows, in order."""
+    return (groups.unsqueeze(-1) * group_size + torch.arange(group_size)).reshape(-1)

@@ -1,0 +1,39 @@
+"""Rollout engines: name -> constructor (`ENGINES`); prompts in, a `batch.Rollout` out (sampled
+responses with the sampler's own log-probs), so the loop does not care who sampled.
+
+Every constructor takes `(model, tok, *, model_path=None, cfg=None)`; an engine that holds its own
+copy of the weights (property `own_weights`) also has `sync_weights(model)`, which the loop calls
+after every step's updates. Optional extras are registered lazily: `ENGINES["vllm"]` imports vLLM
+(or fails with one line naming the extra), listing the engines never does.
+
+Properties: own_weights (a separate copy, synced after updates; the simulated rollout lag keeps a
+second HF model instead), needs_cuda, fp32_lm_head (the sampler can compute the LM head in fp32),
+uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts).
+"""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .hf import HFEngine
+
+ENGINES = Registry("rollout.engine", own_weights=False, needs_cuda=False, fp32_lm_head=True,
+                   uses_gpu_memory_utilization=False)
+ENGINES.add("hf", HFEngine)
+
+
+def _vllm():
+    from .vllm import VLLMEngine, import_vllm
+    import_vllm()  # not installed: ImportError with one line naming the extra
+    return VLLMEngine
+
+
+ENGINES.register_lazy("vllm", _vllm, own_weights=True, needs_cuda=True, fp32_lm_head=False,
+                      uses_gpu_memory_utilization=True)
+
+
+def make_engine(name: str, model, tok, **opts):
+    """The engine named by `rollout.engine` (the config has validated the name)."""
+    return ENGINES[name](model, tok, **opts)
+
+
+__all__ = ["ENGINES", "HFEngine", "make_engine"]

@@ -1,0 +1,37 @@
+"""What every task is: `Item`s drawn from seeded splits, a verifier, and a corpus for a tiny
+model's tokenizer.
+
+A task (one file per task in this package, registered in `harness.tasks.TASKS`) provides:
+
+    take(split, cursor, n) -> (items, new cursor)   item i of a split is a pure function of
+                                                      (config, split, i): resuming is exact
+    eval_set(split, n) -> items                       the first n items of in_dist / held_out
+    score(response, item) -> float                    the verifier (1.0 correct, else 0.0)
+    corpus(n) -> texts                                what a tiny model's tokenizer is trained on
+    use_chat_template(tok)                            optional: render prompts through a template
+
+Splits: train, warmup, warmup_check (the warm start's validation), in_dist, held_out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+SPLIT_SEED = {"train": 0, "warmup": 1_000_000, "warmup_check": 4_000_000, "in_dist": 2_000_000,
+              "held_out": 3_000_000}
+
+
+@dataclass(frozen=True)
+class Item:
+    prompt: str      # what the model sees
+    reference: str   # the reference response (supervised warm-up target)
+    answer: str      # the ground-truth answer
+    entry: dict      # the source's raw item (for the task's own scorer)
+
+
+class Task(Protocol):
+    def take(self, split: str, cursor: int, n: int) -> tuple[list[Item], int]: ...
+    def eval_set(self, split: str, n: int) -> list[Item]: ...
+    def score(self, response: str, item: Item) -> float: ...
+    def corpus(self, n: int = 2000) -> list[str]: ...
