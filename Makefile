@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-faults demo demo-quick bench lint clean-results help
+.PHONY: setup test test-quick test-faults demo demo-quick bench lint clean-results help
 
 help:
 	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
 	@echo "make demo-quick  the same in miniature (4 variants, 1 scale, < 5 min)"
 	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
+	@echo "make test-quick  the fast tests only (no SLURM, no fault suite, no long loop runs; < 3 min idle)"
 	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
 	@echo "make bench  rlablate's loop vs TRL GRPOTrainer on the same work (creates bench/.venv-trl); BENCH_ARGS=..."
@@ -32,6 +33,10 @@ SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; expo
 	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi
 test: setup
 	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# For iteration: every test not marked slurm, faults or slow (pyproject.toml markers), 2 workers.
+test-quick: setup
+	$(PY) -m pytest -q -n 2 -m "not slurm and not faults and not slow" $(PYTEST_ARGS) tests
 
 test-faults: setup
 	@$(SLURM_UP); $(PY) -m pytest -q -m faults $(PYTEST_ARGS) tests

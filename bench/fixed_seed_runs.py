@@ -57,7 +57,7 @@ VOLATILE = ("perf/", "compute/wall_s")
 
 def run(out: Path, only: list[str]) -> None:
     from harness.config import load_config
-    from harness.train import train
+    from harness.loop import train
 
     cache = out / "_cache"
     for name, over in CASES.items():

@@ -35,7 +35,7 @@ from harness.models import count_params, prepare_policy, train_tokenizer  # noqa
 from harness.engines import HFEngine, make_engine  # noqa: E402
 from harness.models import sequence_logprobs  # noqa: E402
 from harness.batch import StepBatch  # noqa: E402
-from harness.update import policy_backward  # noqa: E402
+from harness.loop.update import policy_backward  # noqa: E402
 
 # Qwen2.5-0.5B's architecture (its config.json), built with random weights: no download.
 QWEN25_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,

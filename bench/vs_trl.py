@@ -13,7 +13,7 @@ both: 32 prompts x 8 samples, max 48 new tokens, temperature 1, no top-k/top-p, 
 (TRL `loss_type="grpo"`), two optimizer steps of 128 rows per rollout batch, AdamW lr 1e-4
 betas (0.9, 0.99), no weight decay, grad clip 1.0, constant lr, no KL (no reference model).
 
-Each side is a worker process in its own environment: ours runs the real `harness.train.train` loop
+Each side is a worker process in its own environment: ours runs the real `harness.loop.train` loop
 in the main venv; TRL runs in `bench/.venv-trl` (trl 1.16, the same torch and transformers). A
 worker sets up, then runs one rollout batch (+ its two optimizer steps) each time this process says
 "go" and reports its timings. Batches alternate between the sides (ABBA order), so machine noise
@@ -81,9 +81,10 @@ def wait_go() -> None:
 def worker_ours(spec: dict) -> None:
     import torch
 
-    import harness.train as T
+    import harness.loop.parts as P
     from harness.config import load_config
-    from harness.rollout import HFEngine
+    from harness.engines import HFEngine
+    from harness.loop import train
 
     cfg = load_config(str(REPO / "configs" / "default.yaml"), spec["ours_overrides"])
     n_total = spec["n_total"]
@@ -140,9 +141,9 @@ def worker_ours(spec: dict) -> None:
                           t_go=time.perf_counter())
             return self.task.take(split, cursor, n)
 
-    make_task = T.make_task
-    T.make_task = lambda tcfg, compact: Gated(make_task(tcfg, compact))
-    T.train(cfg, progress=False)
+    make_task = P.make_task
+    P.make_task = lambda cfg: Gated(make_task(cfg))
+    train(cfg, progress=False)
     raise RuntimeError("the training loop ended before the benchmark did")
 
 
@@ -233,9 +234,9 @@ def prepare(a) -> dict:
     sys.path.insert(0, str(REPO))
     from harness.config import load_config
     from harness.models import get_tokenizer
-    from harness.rollout import encode_prompts
+    from harness.batch import encode_prompts
     from harness.tasks import make_task
-    from harness.warmstart import get_warm_start
+    from harness.loop.warm_start import get_warm_start
 
     n_total = a.warmup + a.batches
     shutil.rmtree(WORK / "ours-results", ignore_errors=True)
@@ -250,7 +251,7 @@ def prepare(a) -> dict:
             cfg.algo.epochs, cfg.algo.minibatches) == ("group_norm", "token", "ppo_clip",
                                                        "seq_mean_token_mean", "none", 1, 2), "not GRPO"
     assert cfg.algo.clip_low == cfg.algo.clip_high and r.temperature == 1.0 and r.top_p == 1.0
-    task = make_task(cfg.task, compact=True)
+    task = make_task(cfg)
     tok = get_tokenizer(cfg, task.corpus)
     warm_dir, _ = get_warm_start(cfg, tok, task, progress=True)
     items, _ = task.take("train", 0, r.prompts_per_step * (n_total + 1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 
@@ -98,3 +98,19 @@ def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
 def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:
     """Group (prompt) indices -> the indices of their G contiguous rows, in order."""
     return (groups.unsqueeze(-1) * group_size + torch.arange(group_size)).reshape(-1)
+
+
+def minibatch_rows(n_groups: int, epochs: int, minibatches: int, group_size: int) -> Iterator[torch.Tensor]:
+    """Row indices of each minibatch: `epochs` passes, each a fresh permutation of the groups split
+    in `minibatches` (whole groups, so group statistics and prompt-level aggregation stay exact).
+    No group, no minibatch (and no draw from the RNG)."""
+    for _epoch in range(epochs if n_groups else 0):
+        for groups in torch.randperm(n_groups).chunk(minibatches):
+            yield group_rows(groups, group_size)
+
+
+def loss_mask_of(ro: Rollout, mask_truncated: bool) -> torch.Tensor:
+    """(B, T) float: the tokens in the policy loss. DAPO overlong filtering (Yu et al. 2025, arXiv
+    2503.14476): truncated responses count in group statistics, not in the loss."""
+    mask = ro.response_mask.float()
+    return mask * (~ro.truncated).unsqueeze(-1) if mask_truncated else mask

@@ -17,8 +17,24 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from dataclasses import dataclass
+from typing import Callable
+
+from .registry import Registry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: `add(subparsers)` registers its parser(s), `run(args) -> exit code` runs it."""
+    add: Callable
+    run: Callable
+
+
+# name -> Command. A wing adds its own parser: the sweep wing's `sweep` and `status`, the
+# analysis package's `analyze`; the loader of each is called when the parser is built.
+COMMANDS = Registry("command")
 
 
 def _config_help() -> str:
@@ -36,48 +52,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"rlablate: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="rlablate", description=__doc__.split("\n\n")[0] + "\n\n" +
-                "Controlled ablations of RL post-training: every design choice (advantage, ratio, "
-                "surrogate, aggregation, ...) is a named axis of one shared loop; algorithms are "
-                "presets of choices.", formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog=__doc__.split("\n\n", 1)[1])
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+_COMMON = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=None)
 
-    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=None)
+
+# ------------------------------------------------------------------------------------ train, config
+def _add_train(sub) -> None:
     t = sub.add_parser("train", help="run or resume one training run", description=(
         "Train one run: warm start (cached), then RL steps with periodic eval, writing "
         "<run.results_dir>/<run.sweep>/<run_id>/{config.yaml,metrics.jsonl,summary.json,"
         "checkpoints/,tb/}. Running the same command again resumes from the last checkpoint; "
-        "a finished run is never overwritten."), **common)
+        "a finished run is never overwritten."), **_COMMON)
     t.epilog = _config_help()
     t.add_argument("config", nargs="?", help="YAML config file (omit for the embedded default)")
     t.add_argument("overrides", nargs="*", metavar="key=value",
                    help="dotted overrides applied after the file, e.g. optim.lr=3e-4 run.seed=1")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
 
+
+def _add_config(sub) -> None:
     c = sub.add_parser("config", help="print the resolved config (validates it; writes nothing)",
                        description="Resolve defaults <- preset <- file <- overrides, validate, print "
-                       "the YAML that a run would record, and the run directory.", **common)
+                       "the YAML that a run would record, and the run directory.", **_COMMON)
     c.epilog = _config_help()
     c.add_argument("config", nargs="?", help="YAML config file")
     c.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
-
-    sub.add_parser("presets", help="list the algorithm presets with their axis values",
-                   description="One row per preset (harness/presets/<name>.yaml): the value it picks "
-                   "on every design-choice axis; '.' = the axis default. Use one with "
-                   "`rlablate train preset=NAME` (shorthand for algo.preset=NAME).")
-    sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
-                   description="Every registered value of every axis, with the first line of its "
-                   "docstring (formula and paper), and the shipped presets.")
-    from .launch import add_parsers as add_sweep_parsers
-    add_sweep_parsers(sub)
-    try:
-        from analysis.cli import add_analyze_parser
-        add_analyze_parser(sub)
-    except ImportError:  # pragma: no cover - analysis is part of the package
-        pass
-    return p
 
 
 def _split_config_arg(args) -> tuple[str | None, list[str]]:
@@ -85,6 +83,142 @@ def _split_config_arg(args) -> tuple[str | None, list[str]]:
     if args.config and "=" in args.config and not args.config.endswith((".yaml", ".yml")):
         return None, [args.config] + list(args.overrides)
     return args.config, list(args.overrides)
+
+
+def _load(args):
+    from .config import ConfigError, load_config
+    path, overrides = _split_config_arg(args)
+    try:
+        return load_config(path, overrides)
+    except ConfigError as e:
+        print(f"rlablate: config error: {e}", file=sys.stderr)
+        return None
+
+
+def _run_config(args) -> int:
+    from .config import dump_yaml
+    cfg = _load(args)
+    if cfg is None:
+        return EXIT_USAGE
+    sys.stdout.write(dump_yaml(cfg))
+    print(f"# run_id: {cfg.run_id()}\n# run_dir: {cfg.run_dir()}")
+    return EXIT_OK
+
+
+def _run_train(args) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return EXIT_USAGE
+    from .loop import train
+    from .loop.warm_start import WarmStartError
+    try:
+        summary = train(cfg, progress=not args.quiet)
+    except WarmStartError as e:
+        print(f"rlablate: warm start failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except ImportError as e:  # an optional extra is missing (e.g. vLLM); traceback in summary.json
+        print(f"rlablate: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("rlablate: interrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as e:  # results dir read-only, disk full, ...: one line, the run resumes later
+        print(f"rlablate: run failed: cannot write {e.filename or cfg.run_dir()}: "
+              f"{e.strerror or e}; free space or fix permissions, then run the same command "
+              f"again to resume", file=sys.stderr)
+        return EXIT_FAILED
+    status = summary["status"]
+    final = summary.get("final") or {}
+    print(f"{status}: {cfg.run_dir()}  step {summary.get('step')}  "
+          f"in_dist pass@1 {final.get('eval/in_dist/pass@1', float('nan')):.3f}  "
+          f"held_out pass@1 {final.get('eval/held_out/pass@1', float('nan')):.3f}")
+    if status == "diverged":
+        print(f"rlablate: {summary.get('error')}", file=sys.stderr)
+        return EXIT_DIVERGED
+    return EXIT_OK if status == "finished" else EXIT_FAILED
+
+
+# ------------------------------------------------------------------------------- presets, choices
+def _add_presets(sub) -> None:
+    sub.add_parser("presets", help="list the algorithm presets with their axis values",
+                   description="One row per preset (harness/presets/<name>.yaml): the value it picks "
+                   "on every design-choice axis; '.' = the axis default. Use one with "
+                   "`rlablate train preset=NAME` (shorthand for algo.preset=NAME).")
+
+
+def _run_presets(args) -> int:
+    from . import algos
+    from .config import list_presets, load_preset
+    axes = list(algos.REGISTRIES) + ["clip_low", "clip_high", "overlong_cache"]
+    table = [["preset"] + axes]
+    for name in list_presets():
+        p = load_preset(name)
+        table.append([name] + [str(p[a]) if a in p else "." for a in axes])
+    widths = [max(len(r[i]) for r in table) for i in range(len(axes) + 1)]
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return EXIT_OK
+
+
+def _add_choices(sub) -> None:
+    sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
+                   description="Every registered value of every axis, with the first line of its "
+                   "docstring (formula and paper), and the shipped presets.")
+
+
+def _run_choices(args) -> int:
+    from . import algos
+    from .config import list_presets, load_preset
+    for axis, reg in algos.REGISTRIES.items():
+        print(f"algo.{axis}:")
+        for name in reg.names():
+            print(f"  {name:22s} {reg.doc(name)}")
+    print("presets (algo.preset):")
+    for name in list_presets():
+        print(f"  {name:22s} " + ", ".join(f"{k}={v}" for k, v in load_preset(name).items()))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------- the other wings
+def _add_sweep(sub) -> None:
+    from .launch import add_parsers
+    add_parsers(sub)  # `sweep` and `status`
+
+
+def _run_sweep(args) -> int:
+    from .launch import run_cli
+    return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
+
+
+def _add_analyze(sub) -> None:
+    from analysis.cli import add_analyze_parser
+    add_analyze_parser(sub)
+
+
+def _run_analyze(args) -> int:
+    from analysis.cli import run_analyze
+    return run_analyze(args)
+
+
+COMMANDS.add("train", Command(_add_train, _run_train))
+COMMANDS.add("config", Command(_add_config, _run_config))
+COMMANDS.add("presets", Command(_add_presets, _run_presets))
+COMMANDS.add("choices", Command(_add_choices, _run_choices))
+COMMANDS.add("sweep", Command(_add_sweep, _run_sweep))
+COMMANDS.add("status", Command(lambda sub: None, _run_sweep))  # its parser comes with `sweep`'s
+COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rlablate", description=__doc__.split("\n\n")[0] + "\n\n" +
+                "Controlled ablations of RL post-training: every design choice (advantage, ratio, "
+                "surrogate, aggregation, ...) is a named axis of one shared loop; algorithms are "
+                "presets of choices.", formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=__doc__.split("\n\n", 1)[1])
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:  # registration order: the order of `rlablate --help`
+        COMMANDS[name].add(sub)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,77 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
-    from .config import ConfigError, dump_yaml, load_config
-
-    if args.cmd in ("train", "config"):
-        path, overrides = _split_config_arg(args)
-        try:
-            cfg = load_config(path, overrides)
-        except ConfigError as e:
-            print(f"rlablate: config error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        if args.cmd == "config":
-            sys.stdout.write(dump_yaml(cfg))
-            print(f"# run_id: {cfg.run_id()}\n# run_dir: {cfg.run_dir()}")
-            return EXIT_OK
-        from .train import train
-        from .warmstart import WarmupError
-        try:
-            summary = train(cfg, progress=not args.quiet)
-        except WarmupError as e:
-            print(f"rlablate: warm start failed: {e}", file=sys.stderr)
-            return EXIT_FAILED
-        except ImportError as e:  # an optional extra is missing (e.g. vLLM); traceback in summary.json
-            print(f"rlablate: {e}", file=sys.stderr)
-            return EXIT_FAILED
-        except KeyboardInterrupt:
-            print("rlablate: interrupted; run the same command again to resume", file=sys.stderr)
-            return EXIT_FAILED
-        except OSError as e:  # results dir read-only, disk full, ...: one line, the run resumes later
-            print(f"rlablate: run failed: cannot write {e.filename or cfg.run_dir()}: "
-                  f"{e.strerror or e}; free space or fix permissions, then run the same command "
-                  f"again to resume", file=sys.stderr)
-            return EXIT_FAILED
-        status = summary["status"]
-        final = summary.get("final") or {}
-        print(f"{status}: {cfg.run_dir()}  step {summary.get('step')}  "
-              f"in_dist pass@1 {final.get('eval/in_dist/pass@1', float('nan')):.3f}  "
-              f"held_out pass@1 {final.get('eval/held_out/pass@1', float('nan')):.3f}")
-        if status == "diverged":
-            print(f"rlablate: {summary.get('error')}", file=sys.stderr)
-            return EXIT_DIVERGED
-        return EXIT_OK if status == "finished" else EXIT_FAILED
-    if args.cmd == "presets":
-        from .config import AlgoCfg, list_presets, load_preset
-        axes = ["advantage", "ratio", "surrogate", "aggregation", "clip_low", "clip_high", "kl",
-                "group_filter", "overlong_cache"]
-        axes = [a for a in axes if hasattr(AlgoCfg, a) or a in AlgoCfg.__dataclass_fields__]
-        table = [["preset"] + axes]
-        for name in list_presets():
-            p = load_preset(name)
-            table.append([name] + [str(p[a]) if a in p else "." for a in axes])
-        widths = [max(len(r[i]) for r in table) for i in range(len(axes) + 1)]
-        for row in table:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-        return EXIT_OK
-    if args.cmd == "choices":
-        from . import algos
-        from .config import list_presets, load_preset
-        for axis, reg in algos.REGISTRIES.items():
-            print(f"algo.{axis}:")
-            for name in reg.names():
-                print(f"  {name:22s} {reg.doc(name)}")
-        print("presets (algo.preset):")
-        for name in list_presets():
-            print(f"  {name:22s} " + ", ".join(f"{k}={v}" for k, v in load_preset(name).items()))
-        return EXIT_OK
-    if args.cmd in ("sweep", "status"):
-        from .launch import run_cli
-        return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
-    if args.cmd == "analyze":
-        from analysis.cli import run_analyze
-        return run_analyze(args)
-    return EXIT_USAGE  # pragma: no cover
+    return COMMANDS[args.cmd].run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

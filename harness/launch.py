@@ -66,7 +66,7 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> dict:
         from .config import config_from_dict
-        from .train import train
+        from .loop import train
 
         cfg = config_from_dict(self.config)
         if cfg.run_id() != self.run_id:  # the code changed between submission and start

@@ -209,11 +209,6 @@ def iter_export_weights(model: torch.nn.Module):
         yield key.replace(".base_layer.", "."), value.detach()
 
 
-def export_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """`iter_export_weights` as a dict (all merged copies at once: for tests and small models)."""
-    return dict(iter_export_weights(model))
-
-
 def forward_params(model: torch.nn.Module) -> tuple[str, bool]:
     """(name of the forward's KV-cache keyword, whether forward takes `logits_to_keep`), read once
     per model class from the class's signature (an autocast wrapper or a peft model hides it):
@@ -227,11 +222,6 @@ def forward_params(model: torch.nn.Module) -> tuple[str, bool]:
 def _forward_params(cls) -> tuple[str, bool]:
     params = inspect.signature(cls.forward).parameters
     return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
-
-
-def cache_kwargs(model: torch.nn.Module, cache) -> dict:
-    """The forward keyword argument for a KV cache, under the name this transformers uses."""
-    return {forward_params(model)[0]: cache}
 
 
 def output_cache(out):
@@ -291,3 +281,38 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
         return F.pad(logp, pad), None
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     return F.pad(logp, pad), F.pad(entropy, pad)
+
+
+class ValueModel(torch.nn.Module):
+    """The critic of `advantage = gae`: a separate network (not a head on the policy's trunk, so
+    the value loss never moves the policy), a copy of the warm-start transformer body with a scalar
+    head, zero-initialised so V = 0 before value pretraining. V(s_t) for response token t is read at
+    the position that predicts token t (the state is the prompt plus y_<t), the same alignment as
+    the policy's log-probs (see harness/loop/critic.py)."""
+
+    def __init__(self, lm: torch.nn.Module):
+        super().__init__()
+        self.body = lm.base_model                      # the transformer without the LM head
+        self.head = torch.nn.Linear(lm.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:
+        """(B, T) values of the states before each response token."""
+        ids = torch.cat([prompt_ids, response_ids], 1)
+        attn = torch.cat([prompt_mask, response_mask], 1)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        h = self.body(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+        tp = prompt_ids.shape[1]
+        return self.head(h[:, tp - 1:-1].float()).squeeze(-1) * response_mask
+
+
+def device_for(cfg: Config, local_rank: int | None = None) -> torch.device:
+    """The device of `run.device` (auto: CUDA when available); under data parallel on GPUs, this
+    process's GPU (`local_rank`), made the current one."""
+    device = torch.device(cfg.run.device if cfg.run.device != "auto" else
+                          ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and local_rank is not None:  # one GPU per process
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    return device

@@ -34,7 +34,7 @@ def overrides(root: Path, cache_dir: Path) -> list[str]:
 def train_reference(root: Path, cache_dir: Path) -> Path:
     """The uninterrupted run a trial must reproduce (trained in this process)."""
     from harness.config import load_config
-    from harness.train import train
+    from harness.loop import train
     cfg = load_config(None, overrides(root, cache_dir))
     assert train(cfg, progress=False)["status"] == "finished"
     return cfg.run_dir()
@@ -62,13 +62,13 @@ def _ctx():
     global _CTX
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["harness.train", "harness.config", "faultlib"])
+        _CTX.set_forkserver_preload(["harness.loop.train", "harness.config", "faultlib"])
     return _CTX
 
 
 def _child(overrides: list[str], fault: str | None) -> None:
     from harness.config import load_config
-    from harness.train import train
+    from harness.loop import train
     if fault:
         os.environ["RLABLATE_FAULT"] = fault
     else:

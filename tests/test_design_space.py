@@ -104,7 +104,7 @@ def _fake_batch(seed=1, P=2, G=4, Tp=3, T=6):
 
 def _grads(model, batch, algo):
     import torch
-    from harness.update import policy_backward
+    from harness.loop.update import policy_backward
     model.zero_grad(set_to_none=True)
     st = policy_backward(model, batch, algo, group_size=4, max_new_tokens=8, temperature=1.0)
     return torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]), st
@@ -163,7 +163,7 @@ def test_micro_batched_gradient_equals_the_full_minibatch_formula():
 # ---- KL to the frozen reference ------------------------------------------------------------------
 def _train_rows(overrides):
     import json
-    from harness.train import train
+    from harness.loop import train
     cfg = load_config(None, overrides)
     summary = train(cfg, progress=False)
     assert summary["status"] == "finished", summary.get("error")
@@ -177,10 +177,10 @@ def _train_rows(overrides):
                                           "algo.advantage=batch_norm"], 2)])
 def test_reference_model_is_loaded_only_when_kl_is_on(tiny_overrides, monkeypatch, kl, n_loads):
     import math
-    from harness import train as train_mod
+    from harness.loop import parts as parts_mod
     calls = []
-    real = train_mod.load_warm_model
-    monkeypatch.setattr(train_mod, "load_warm_model", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = parts_mod.load_warm_model
+    monkeypatch.setattr(parts_mod, "load_warm_model", lambda *a, **k: calls.append(1) or real(*a, **k))
     # one minibatch per step: step 1's only update is computed at the reference policy itself
     rows, _ = _train_rows(tiny_overrides + ["train.steps=2", "algo.minibatches=1"] + kl)
     assert len(calls) == n_loads
@@ -220,7 +220,7 @@ def test_cat_rollouts_pads_prompts_left_and_responses_right():
 
 def _collect(rounds_scores, *, group_filter="zero_variance", max_rounds=5, n_groups=2, G=2):
     """Each round's scores are given; the fake sampler writes the score into the response text."""
-    from harness.filters import collect_groups
+    from harness.loop.sample import collect_groups
     it = iter(rounds_scores)
     drawn = []
 
@@ -304,9 +304,25 @@ def test_fp32_lm_head_is_an_exact_no_op_for_fp32_models():
     assert torch.equal(a, b)
 
 
-def test_fp32_lm_head_in_the_loop(tiny_overrides):
-    rows, _ = _train_rows(tiny_overrides + ["train.steps=1", "algo.fp32_lm_head=true"])
-    assert rows[0]["loss/policy"] is not None
+def test_fp32_lm_head_in_the_loop(tiny_overrides, tmp_path):
+    """The switch reaches the loop: under bf16 compute the policy the loop builds (which samples
+    and trains) returns fp32 logits with it and bf16 logits without it, and the two runs differ
+    (a flag that were ignored would give identical runs)."""
+    import torch
+    from harness import distributed
+    from harness.loop.parts import build_parts
+    base = tiny_overrides + ["train.steps=2", "model.dtype=bf16"]
+    dtypes, runs = {}, {}
+    for head in ("true", "false"):
+        over = base + [f"algo.fp32_lm_head={head}", f"run.results_dir={tmp_path / head}"]
+        p = build_parts(load_config(None, over), distributed.DistInfo(), progress=False)
+        ids = torch.tensor([[1, 5, 6, 7]])
+        dtypes[head] = p.policy(input_ids=ids).logits.dtype
+        runs[head], _ = _train_rows(over)
+    assert dtypes == {"true": torch.float32, "false": torch.bfloat16}
+    assert all(r["loss/policy"] is not None for r in runs["true"])
+    key = "policy/entropy"
+    assert [r[key] for r in runs["true"]] != [r[key] for r in runs["false"]]
 
 
 # ---- the critic (gae) ---------------------------------------------------------------------------
@@ -320,7 +336,7 @@ def parity_reward(monkeypatch):
 
 def test_value_model_starts_at_zero_and_reads_the_state_before_each_token():
     import torch
-    from harness.critic import ValueModel
+    from harness.models import ValueModel
     b = _fake_batch()
     critic = ValueModel(_tiny_lm())
     v = critic(b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask)
@@ -336,7 +352,8 @@ def test_value_model_starts_at_zero_and_reads_the_state_before_each_token():
 
 def test_value_loss_gradient_does_not_depend_on_micro_batches():
     import torch
-    from harness.critic import ValueModel, value_backward
+    from harness.models import ValueModel
+    from harness.loop.critic import value_backward
     b = _fake_batch()
     b.value_targets = torch.randn(b.response_ids.shape) * b.response_mask
     critic = ValueModel(_tiny_lm())
@@ -353,7 +370,7 @@ def test_value_loss_gradient_does_not_depend_on_micro_batches():
 
 def test_explained_variance_by_hand():
     import torch
-    from harness.critic import explained_variance
+    from harness.loop.critic import explained_variance
     t, m = torch.tensor([[1.0, 2.0, 3.0, 9.0]]), torch.tensor([[1.0, 1.0, 1.0, 0.0]])
     assert explained_variance(t, t, m) == pytest.approx(1.0)
     assert explained_variance(torch.full_like(t, 2.0), t, m) == pytest.approx(0.0)
@@ -373,21 +390,21 @@ def test_stateful_choices_resume_exactly(tiny_overrides, tmp_path, monkeypatch, 
     """Killed after step 3 was logged (checkpoint at 2), the resumed run replays 3 and 4 exactly:
     the critic, its optimizer, the value-pretraining progress and the lagged policy versions are
     all in the checkpoint."""
-    from harness import train as train_mod
+    from harness.loop.metrics import TensorBoard
     common = tiny_overrides + extra + ["train.steps=4", "train.checkpoint_every=2"]
     want, _ = _train_rows(common + [f"run.results_dir={tmp_path / 'ref'}"])
 
     class Killed(Exception):
         pass
 
-    real_log = train_mod._TB.log
+    real_log = TensorBoard.log
 
     def log(self, row):
         if row.get("kind") == "train" and row["step"] == 3 and not getattr(log, "done", False):
             log.done = True
             raise Killed
         real_log(self, row)
-    monkeypatch.setattr(train_mod._TB, "log", log)
+    monkeypatch.setattr(TensorBoard, "log", log)
     cut = common + [f"run.results_dir={tmp_path / 'cut'}"]
     with pytest.raises(Killed):
         _train_rows(cut)

@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 from harness import distributed
 from harness.config import load_config
 from harness.batch import StepBatch
-from harness.update import policy_backward
+from harness.loop.update import policy_backward
 
 AGGS = ["seq_mean_token_mean", "token_mean", "seq_sum_constant", "prompt_mean"]
 G = 2  # group size; 4 groups -> 2 per rank
@@ -108,7 +108,7 @@ def test_single_process_is_the_identity():
 def _train_worker(rank, world, port, over):
     import json as _json
 
-    from harness.train import train
+    from harness.loop import train
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)

@@ -15,7 +15,7 @@ from harness.engines.hf import HFEngine, _sample
 from harness.models import sequence_logprobs
 from harness.tasks import make_task
 from harness.batch import StepBatch
-from harness.update import inert_rows, policy_backward
+from harness.loop.update import inert_rows, policy_backward
 
 
 def _setup(tmp_path, scale="tiny-0.3m"):

@@ -19,7 +19,7 @@ from faultlib import overrides, row_keys
 from harness.cli import main
 from harness.config import load_config
 from harness.storage import load_checkpoint_file
-from harness.train import train
+from harness.loop import train
 
 pytestmark = pytest.mark.faults
 

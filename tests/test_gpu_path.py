@@ -13,14 +13,14 @@ import torch
 
 from harness import algos
 from harness.config import ConfigError, load_config
-from harness.models import (build_model, cache_kwargs, export_weights, get_tokenizer, is_lora,
+from harness.models import (build_model, forward_params, get_tokenizer, is_lora, iter_export_weights,
                             output_cache, policy_state, prepare_policy, reference_context)
 from harness.engines import HFEngine, make_engine
 from harness.models import sequence_logprobs
 from harness.tasks import make_task
-from harness.train import train
+from harness.loop import train
 from harness.batch import StepBatch
-from harness.update import policy_backward
+from harness.loop.update import policy_backward
 
 LORA = ["model.lora_rank=4", "model.lora_alpha=8"]
 
@@ -95,7 +95,7 @@ def test_exported_weights_merge_lora_into_plain_names(tmp_path):
     model = prepare_policy(build_model(cfg, tok, 0), cfg)
     ro, batch = _batch(model, tok, task)
     _step(model, batch, cfg, steps=2)
-    w = export_weights(model)
+    w = dict(iter_export_weights(model))
     fresh = build_model(cfg, tok, 1)
     assert set(w) == set(fresh.state_dict())  # no lora_ / base_layer names left
     fresh.load_state_dict(w)
@@ -292,19 +292,19 @@ def test_cache_keyword_follows_the_forward_signature(tmp_path):
     model = build_model(cfg, tok, 0)
     import inspect
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    assert list(cache_kwargs(model, None)) == [name]
+    assert list({forward_params(model)[0]: None}) == [name]
 
     class Old(torch.nn.Module):  # the pre-5.24 signature
         def forward(self, input_ids, past_key_values=None):
             return input_ids
 
-    assert cache_kwargs(Old(), 1) == {"past_key_values": 1}
+    assert forward_params(Old()) == ("past_key_values", False)
     # a real incremental decode with the keyword it chose equals the full forward
     ids = torch.tensor([[1, 5, 6, 7, 8]])
     with torch.no_grad():
         full = model(input_ids=ids).logits[:, -1]
         out = model(input_ids=ids[:, :-1], use_cache=True)
-        step = model(input_ids=ids[:, -1:], use_cache=True, **cache_kwargs(model, output_cache(out)))
+        step = model(input_ids=ids[:, -1:], use_cache=True, **{forward_params(model)[0]: output_cache(out)})
     assert torch.allclose(step.logits[:, -1], full, atol=1e-5)
 
 

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from harness.config import load_config
-from harness.train import train
+from harness.loop import train
 
 pytestmark = pytest.mark.slow
 STEPS = 60

@@ -10,7 +10,7 @@ import pytest
 from harness.config import ConfigError, load_config
 from harness.tasks.math_problems import DATA_DIR, last_boxed, math_verify_score, parse_record, read_items
 from harness.tasks import make_task
-from harness.train import train
+from harness.loop import train
 
 SAMPLE = [f"task.train_path={DATA_DIR / 'gsm8k_sample_train.jsonl'}",
           f"task.in_dist_path={DATA_DIR / 'gsm8k_sample_test.jsonl'}",

@@ -16,7 +16,7 @@ import yaml
 
 from harness import algos
 from harness.config import load_config
-from harness.train import train
+from harness.loop import train
 
 VOLATILE = ("perf/", "compute/wall_s")
 

@@ -20,28 +20,27 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .config import MATH_KEYS, Config
+from ..batch import encode_prompts
+from ..config import MATH_KEYS, Config
+from ..engines import HFEngine
+from ..models import build_model, count_params, device_for, load_model, sequence_logprobs
+from ..storage import file_lock, write_json
 from .evaluate import evaluate
-from .storage import file_lock, write_json
-from .models import build_model, count_params, load_model
-from .batch import encode_prompts
-from .engines import HFEngine
-from .models import sequence_logprobs
 
-WARMSTART_VERSION = 2  # bump when the procedure changes, so old caches are not reused
+WARM_START_VERSION = 2  # bump when the procedure changes, so old caches are not reused
 
 
-WARMUP_MODEL_KEYS = ("scale", "arch", "path", "max_positions")
+WARM_START_MODEL_KEYS = ("scale", "arch", "path", "max_positions")
 
 
-class WarmupError(RuntimeError):
+class WarmStartError(RuntimeError):
     """The warm-up did not reach its target pass rate within warmup.max_steps."""
 
 
-def warmstart_key(cfg: Config, tok_name: str) -> str:
+def warm_start_key(cfg: Config, tok_name: str) -> str:
     # only what the warm-up itself uses: dtype, LoRA etc. are applied to the RL policy afterwards
-    model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARMUP_MODEL_KEYS}
-    d = {"v": WARMSTART_VERSION, "model": model,
+    model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARM_START_MODEL_KEYS}
+    d = {"v": WARM_START_VERSION, "model": model,
          "task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
                   if k not in MATH_KEYS or cfg.task.name == "math"}, "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
@@ -60,11 +59,10 @@ def _supervised_batch(tok, items, device):
     return ids, mask, rids.to(device), rmask.to(device)
 
 
-def run_warmup(cfg: Config, tok, task, out_dir: Path, progress: bool = True) -> dict:
+def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True) -> dict:
     """Train from random init (or the pretrained weights) on reference answers; save to out_dir."""
     w = cfg.warmup
-    device = torch.device(cfg.run.device if cfg.run.device != "auto" else
-                          ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_for(cfg)
     model = build_model(cfg, tok, init_seed=w.seed).to(device)
     n_params = count_params(model)
     engine = HFEngine(model, tok)
@@ -87,7 +85,7 @@ def run_warmup(cfg: Config, tok, task, out_dir: Path, progress: bool = True) -> 
                 if pass_rate >= w.target_pass_rate:
                     break
             if step >= w.max_steps:
-                raise WarmupError(
+                raise WarmStartError(
                     f"warm-up reached pass rate {pass_rate:.3f} < warmup.target_pass_rate = "
                     f"{w.target_pass_rate} after warmup.max_steps = {w.max_steps}; raise max_steps "
                     f"or lower the target")
@@ -121,11 +119,11 @@ def get_warm_start(cfg: Config, tok, task, progress: bool = True) -> tuple[Path,
     if cfg.model.scale == "pretrained" and cfg.warmup.max_steps == 0:
         return Path(cfg.model.path), {"steps": 0, "flops": 0.0, "wall_s": 0.0, "pass_rate": None}
     tok_name = Path(getattr(tok, "name_or_path", "tok")).name
-    out = Path(cfg.run.cache_dir) / "warmstart" / warmstart_key(cfg, tok_name)
+    out = Path(cfg.run.cache_dir) / "warmstart" / warm_start_key(cfg, tok_name)
     out.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(out.parent / f".{out.name}.lock"):
         if not (out / "warmstart.json").exists():
-            run_warmup(cfg, tok, task, out, progress=progress)
+            run_warm_start(cfg, tok, task, out, progress=progress)
     info = json.loads((out / "warmstart.json").read_text())
     return out, info
 

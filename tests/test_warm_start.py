@@ -13,8 +13,8 @@ import pytest
 from harness.config import ConfigError, load_config
 from harness.models import build_model, get_tokenizer
 from harness.tasks import make_task
-from harness.train import train
-from harness.warmstart import WarmupError, get_warm_start
+from harness.loop import train
+from harness.loop.warm_start import WarmStartError, get_warm_start
 
 WARM = ["warmup.max_steps=40", "warmup.check_every=5", "warmup.target_pass_rate=0",
         "warmup.batch_size=16", "warmup.check_items=16"]
@@ -49,7 +49,7 @@ def test_warm_start_that_misses_its_target_fails_clearly(tiny_overrides, tmp_pat
                                               "warmup.check_every=3", "warmup.target_pass_rate=1",
                                               "warmup.batch_size=8", "warmup.check_items=8"])
     task = make_task(cfg)
-    with pytest.raises(WarmupError, match=r"warmup.target_pass_rate = 1.0 after warmup.max_steps = 6"):
+    with pytest.raises(WarmStartError, match=r"warmup.target_pass_rate = 1.0 after warmup.max_steps = 6"):
         get_warm_start(cfg, get_tokenizer(cfg, task.corpus), task, progress=False)
     assert not (tmp_path / "warmstart").exists() or _entries(tmp_path) == []  # nothing half-written
     p = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--quiet", *tiny_overrides,
@@ -58,7 +58,7 @@ def test_warm_start_that_misses_its_target_fails_clearly(tiny_overrides, tmp_pat
                        capture_output=True, text=True)
     assert p.returncode == 1 and "warm start failed" in p.stderr
     summary = json.loads((cfg.run_dir() / "summary.json").read_text())
-    assert summary["status"] == "failed" and "WarmupError" in summary["error"]
+    assert summary["status"] == "failed" and "WarmStartError" in summary["error"]
 
 
 def test_pretrained_model_from_a_local_directory(tiny_overrides, tmp_path):

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from .tasks.base import Item
+from ..tasks.base import Item
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""One optimizer update's gradient, accumulated over micro-batches.
+"""Stage 3 of a step: K epochs x M minibatches of whole groups, one optimizer update each, and the
+update's gradient accumulated over micro-batches (`policy_backward`).
 
 The loop hands `policy_backward` one minibatch (whole groups). The token weights of the aggregation
 (and of every other loss term) are computed once over the whole minibatch, then the minibatch is
@@ -17,14 +18,65 @@ the tokens that carry gradient.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
-from . import algos, distributed
-from .config import AlgoCfg
-from .batch import StepBatch
-from .models import sequence_logprobs
+from .. import algos, distributed, faults
+from ..batch import StepBatch, minibatch_rows
+from ..config import AlgoCfg
+from ..models import sequence_logprobs
+from .critic import critic_step
+from .finite import check_finite
+from .metrics import mismatch_stats
+from .parts import Parts
+
+
+@dataclass
+class UpdateStats:
+    """The step's updates: per-update losses and grad norms, and policy_backward's sums over all
+    of them (`max_*` keys: the maximum)."""
+    loss: list = field(default_factory=list)
+    grad_norm: list = field(default_factory=list)
+    value_loss: list = field(default_factory=list)
+    sums: dict = field(default_factory=dict)
+
+    def add(self, st: dict) -> None:
+        for k, v in st.items():
+            self.sums[k] = max(self.sums.get(k, 0.0), v) if k.startswith("max_") else self.sums.get(k, 0.0) + v
+
+
+def update(p: Parts, b: StepBatch, n_groups: int, step: int, lag: int, mismatch: dict) -> UpdateStats:
+    """Every optimizer update of one step (and the critic's, on the same minibatches). With the
+    sampler's log-probs as pi_old and no lag, the first update's ratio is the rollout/train
+    mismatch: it is recorded in `mismatch` unless prepare measured it already."""
+    a, r, o = p.cfg.algo, p.cfg.rollout, p.cfg.optim
+    out = UpdateStats()
+    for idx in minibatch_rows(n_groups, a.epochs, a.minibatches, r.group_size):
+        mb = b.rows(idx)
+        p.optimizer.zero_grad(set_to_none=True)
+        st = policy_backward(p.policy, mb, a, group_size=r.group_size, max_new_tokens=r.max_new_tokens,
+                             temperature=r.temperature)
+        distributed.sum_gradients(p.policy)  # data parallel: the combined minibatch
+        st = distributed.sum_stats(st)
+        check_finite("loss", torch.tensor(st["loss"]), step)
+        if not out.sums and not mismatch and lag == 0:  # first update, still the sampling weights
+            mismatch.update(mismatch_stats(st["abs_log_ratio"], st["tokens"], st["max_abs_log_ratio"]))
+        gn = torch.nn.utils.clip_grad_norm_(p.policy.parameters(), o.grad_clip
+                                            if o.grad_clip > 0 else float("inf"))
+        p.optimizer.step()
+        p.scheduler.step()
+        faults.point("update", step)  # test-only hooks (faults.py): no-ops unless armed
+        if p.lagged is not None:
+            p.lagged.record(p.policy)
+        out.loss.append(st["loss"])
+        out.grad_norm.append(gn.item())
+        out.add(st)
+        p.meter.trained(p.n_params, mb)
+        if p.critic is not None:  # the critic's update on the same minibatch
+            critic_step(p, mb, out.value_loss)
+    return out
 
 
 def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new_tokens: int,
@@ -58,16 +110,16 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         if len(j) == 0:
             continue
         forwarded = True
-        mb = b.rows(j)
-        m = mb.loss_mask
-        logp, ent = sequence_logprobs(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids,
-                                      mb.response_mask, temperature, with_entropy=True)
-        log_ratio = algos.RATIOS[a.ratio](logp, mb.logp_old, m)
-        out = algos.SURROGATES[a.surrogate](log_ratio, mb.adv, logp, clip_low=a.clip_low,
+        micro = b.rows(j)
+        m = micro.loss_mask
+        logp, ent = sequence_logprobs(model, micro.prompt_ids, micro.prompt_mask, micro.response_ids,
+                                      micro.response_mask, temperature, with_entropy=True)
+        log_ratio = algos.RATIOS[a.ratio](logp, micro.logp_old, m)
+        out = algos.SURROGATES[a.surrogate](log_ratio, micro.adv, logp, clip_low=a.clip_low,
                                             clip_high=a.clip_high, dual_clip=a.dual_clip)
-        token_loss = out.loss if mb.correction is None else out.loss * mb.correction
+        token_loss = out.loss if micro.correction is None else out.loss * micro.correction
         if kl_fn is not None:
-            kl = kl_fn(logp, mb.logp_ref)
+            kl = kl_fn(logp, micro.logp_ref)
             if kl_coef_loss > 0:  # in the reward, the estimate is only logged here
                 token_loss = token_loss + kl_coef_loss * kl
             st["kl_ref"] += (kl.detach() * m).sum().item()
@@ -78,7 +130,7 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
             st["pos_nll"] += nll.item()
         loss.backward()
         # drift statistics on the token ratio pi / pi_old, whatever ratio the surrogate uses
-        tok_lr = ((logp.detach() - mb.logp_old) * m)
+        tok_lr = ((logp.detach() - micro.logp_old) * m)
         st["loss"] += loss.item()
         st["tokens"] += m.sum().item()
         st["clipped"] += (out.clipped.float() * m).sum().item()

@@ -1,0 +1,140 @@
+"""What a run measures: the compute counters and the one meter that moves them, the train row of
+each step, the mismatch statistics, and the TensorBoard copy of metrics.jsonl.
+
+Compute is counted the ScaleRL way (the x-axis of the fitted curve): 2N FLOPs per token forwarded
+(sampling, a recomputed pi_old, the reference, the critic's values) and 6N per token trained
+(forward + backward), prompt tokens included, with N the model's parameters; every token the
+sampler generated counts, kept or filtered. `ComputeMeter` is the only code that adds to them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .. import algos
+
+
+@dataclass
+class Counters:
+    """The run's progress, checkpointed and restored whole (`state` in the checkpoint)."""
+    step: int = 0
+    cursor: int = 0              # raw index of the next training item (the data stream is a pure
+    flops: float = 0.0           # function of it, so resuming is exact)
+    tokens: int = 0
+    wall_s: float = 0.0          # wall time of earlier attempts (a resumed run adds its own)
+    eval_flops: float = 0.0
+    value_pretrained: int = 0    # VAPO value-pretraining batches done
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if not self.value_pretrained:  # the record of runs without a critic stays as it was
+            d.pop("value_pretrained")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Counters":
+        return cls(**d)
+
+
+class ComputeMeter:
+    """Every compute increment of a run (see the module docstring)."""
+
+    def __init__(self, counters: Counters):
+        self.c = counters
+
+    def generated(self, n_params: int, ro) -> None:
+        """A rollout's sampling: 2N per prompt and response token; its tokens count as data."""
+        self.forward(n_params, ro)
+        self.c.tokens += ro.n_tokens
+
+    def forward(self, n_params: int, ro) -> None:
+        """One teacher-forced forward pass over a rollout (pi_old, reference, critic values)."""
+        self.c.flops += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+
+    def trained(self, n_params: int, b) -> None:
+        """One forward + backward over a minibatch's prompt and response tokens."""
+        self.c.flops += 6 * n_params * (int(b.prompt_mask.sum()) + int(b.response_mask.sum()))
+
+    def evaluated(self, n_params: int, gen_tokens: int) -> None:
+        self.c.eval_flops += 2 * n_params * gen_tokens
+
+
+def mismatch_stats(abs_log_ratio_sum, tokens, max_abs) -> dict:
+    """The rollout/train mismatch |log pi_trainer(y_t) - log pi_sampler(y_t)| under the sampling
+    weights: its mean over the measured tokens and its maximum. The one definition for both ways
+    of measuring it: with a recomputed pi_old, every response token of the step (tensor sums,
+    float32); with the sampler's log-probs as pi_old, the tokens of the step's first update (its
+    ratio, before the first optimizer step, is exactly that mismatch; Python sums)."""
+    return {"mean": float(abs_log_ratio_sum / max(tokens, 1.0)), "max": float(max_abs)}
+
+
+def recomputed_mismatch(logp_train: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor) -> dict:
+    lr = algos.mismatch_log_ratio(logp_train, logp_sampler, mask).abs()
+    return mismatch_stats(lr.sum(), mask.sum(), lr.max())
+
+
+def mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def per_token(sums: dict, key: str) -> float | None:
+    """A per-token mean over every update of the step, from policy_backward's sums."""
+    return sums[key] / sums["tokens"] if sums.get("tokens") else None
+
+
+def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size: int,
+              with_reference: bool, pos_nll: bool, sync_s: float, optimizer_lr: float,
+              dt: float) -> dict:
+    """The `kind = train` row of metrics.jsonl for one step. `sampled`: the step's rollout
+    (every sampled response, kept or filtered), `upd`: the update statistics, `prep`: what
+    `prepare` measured (explained variance, mismatch)."""
+    ro_all, scores_all, rewards_all = sampled.rollout, sampled.scores, sampled.rewards
+    correct = scores_all > 0
+    lens = ro_all.lengths.float()
+    sums, mis = upd.sums, prep.mismatch
+    return {"kind": "train", "step": step,
+            "rollout/reward_mean": rewards_all.mean().item(),
+            "rollout/pass_rate": correct.float().mean().item(),
+            "rollout/response_len": lens.mean().item(),
+            "rollout/response_len_correct": lens[correct].mean().item() if correct.any() else None,
+            "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
+            "rollout/truncated_frac": ro_all.truncated.float().mean().item(),
+            "rollout/zero_var_groups": (~algos.informative_groups(scores_all, group_size)).float().mean().item(),
+            "rollout/gen_rounds": sampled.rounds, "rollout/kept_groups": kept,
+            "rollout/policy_lag": lag,
+            "loss/policy": mean(upd.loss), "policy/entropy": per_token(sums, "entropy"),
+            "policy/clip_frac": per_token(sums, "clipped"),
+            "policy/approx_kl": per_token(sums, "approx_kl"),
+            "policy/log_ratio_abs_mean": per_token(sums, "abs_log_ratio"),
+            "policy/log_ratio_abs_max": sums.get("max_abs_log_ratio"),
+            "loss/kl": per_token(sums, "kl_ref") if with_reference else None,
+            "loss/value": mean(upd.value_loss), "value/explained_var": prep.explained_var,
+            "loss/pos_nll": sums["pos_nll"] / len(upd.loss) if pos_nll and upd.loss else None,
+            "rollout/mismatch_log_ratio_abs_mean": mis.get("mean"),
+            "rollout/mismatch_log_ratio_abs_max": mis.get("max"),
+            "rollout/correction_weight_mean": mis.get("weight"),
+            "perf/weight_sync_s": sync_s,
+            "policy/grad_norm": mean(upd.grad_norm), "optim/lr": optimizer_lr,
+            "perf/step_s": dt, "perf/tokens_per_s": ro_all.n_tokens / max(dt, 1e-9)}
+
+
+class TensorBoard:
+    """TensorBoard scalars (same names as metrics.jsonl)."""
+
+    def __init__(self, path: Path, purge_step: int):
+        from torch.utils.tensorboard import SummaryWriter
+        # written to disk every 10 s and at close (not every step: ~1% of a tiny model's step);
+        # metrics.jsonl, written every step, stays the record
+        self.w = SummaryWriter(str(path), purge_step=purge_step, flush_secs=10)
+
+    def log(self, row: dict) -> None:
+        for k, v in row.items():
+            if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                self.w.add_scalar(k, v, row["step"])
+
+    def close(self) -> None:
+        self.w.close()
