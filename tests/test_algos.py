@@ -355,6 +355,8 @@ def test_registry_rejects_duplicates_and_suggests():
 def test_every_choice_has_a_docstring_citing_its_source():
     for axis, reg in algos.REGISTRIES.items():
         for name in reg.names():
+            if not reg[name].__module__.startswith("harness."):
+                continue  # a test-only entry (e.g. test_train's non-finite estimator)
             doc = reg[name].__doc__ or ""
             assert any(w in doc for w in ("arXiv", "Williams", "et al.", "Schulman 2020")), (axis, name)
 

@@ -305,24 +305,21 @@ def test_fp32_lm_head_is_an_exact_no_op_for_fp32_models():
 
 
 def test_fp32_lm_head_in_the_loop(tiny_overrides, tmp_path):
-    """The switch reaches the loop: under bf16 compute the policy the loop builds (which samples
-    and trains) returns fp32 logits with it and bf16 logits without it, and the two runs differ
-    (a flag that were ignored would give identical runs)."""
+    """The switch reaches the loop: under bf16 compute, the policy the loop builds, the model its
+    sampler samples with, and the lagged sampler's copy all return fp32 logits with it and bf16
+    logits without it (a flag that were ignored would leave them bf16); a run with it trains."""
     import torch
     from harness import distributed
     from harness.loop.parts import build_parts
-    base = tiny_overrides + ["train.steps=2", "model.dtype=bf16"]
-    dtypes, runs = {}, {}
-    for head in ("true", "false"):
+    base = tiny_overrides + ["train.steps=2", "model.dtype=bf16", "algo.rollout_lag=1"]
+    ids = torch.tensor([[1, 5, 6, 7]])
+    for head, want in (("true", torch.float32), ("false", torch.bfloat16)):
         over = base + [f"algo.fp32_lm_head={head}", f"run.results_dir={tmp_path / head}"]
         p = build_parts(load_config(None, over), distributed.DistInfo(), progress=False)
-        ids = torch.tensor([[1, 5, 6, 7]])
-        dtypes[head] = p.policy(input_ids=ids).logits.dtype
-        runs[head], _ = _train_rows(over)
-    assert dtypes == {"true": torch.float32, "false": torch.bfloat16}
-    assert all(r["loss/policy"] is not None for r in runs["true"])
-    key = "policy/entropy"
-    assert [r[key] for r in runs["true"]] != [r[key] for r in runs["false"]]
+        for m in (p.policy, p.engine.model, p.sampler.model):
+            assert m(input_ids=ids).logits.dtype == want, (head, m)
+    rows, _ = _train_rows(base + ["algo.fp32_lm_head=true", f"run.results_dir={tmp_path / 'run'}"])
+    assert [r["step"] for r in rows] == [1, 2] and all(r["rollout/response_len"] > 0 for r in rows)
 
 
 # ---- the critic (gae) ---------------------------------------------------------------------------

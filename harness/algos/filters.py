@@ -33,6 +33,7 @@ def keep_every_group(scores: torch.Tensor, group_size: int) -> torch.Tensor:
 
 @GROUP_FILTERS.register("zero_variance", drops=True)
 def keep_informative_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Drop groups whose verifier scores are all equal (ScaleRL zero-variance filtering; DAPO's
-    dynamic-sampling filter): only groups with 0 < #correct < G keep a non-zero advantage."""
+    """Drop groups whose verifier scores are all equal (ScaleRL zero-variance filtering, Khatri et
+    al. 2025, arXiv 2510.13786; DAPO's dynamic-sampling filter): only groups with
+    0 < #correct < G keep a non-zero advantage."""
     return informative_groups(scores, group_size)
