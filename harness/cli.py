@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("choices", help="list the design-choice axes, their values and the presets",
                    description="Every registered value of every axis, with the first line of its "
                    "docstring (formula and paper), and the shipped presets.")
-    from .launch import add_parsers as add_sweep_parsers
+    from .sweep.cli import add_parsers as add_sweep_parsers
     add_sweep_parsers(sub)
     try:
         from analysis.cli import add_analyze_parser
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:22s} " + ", ".join(f"{k}={v}" for k, v in load_preset(name).items()))
         return EXIT_OK
     if args.cmd in ("sweep", "status"):
-        from .launch import run_cli
+        from .sweep.cli import run_cli
         return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
     if args.cmd == "analyze":
         from analysis.cli import run_analyze

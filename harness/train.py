@@ -20,6 +20,7 @@ import time
 import traceback
 from collections import deque
 from pathlib import Path
+from typing import Callable
 
 import torch
 import yaml
@@ -78,8 +79,10 @@ def _finite(name: str, t: torch.Tensor, step: int) -> None:
         raise Diverged(name, step)
 
 
-def train(cfg: Config, progress: bool = True) -> dict:
-    """Run (or resume) the run described by `cfg`; returns its summary."""
+def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool] | None = None) -> dict:
+    """Run (or resume) the run described by `cfg`; returns its summary. `stop_requested` (issue 14:
+    the sweep job's USR2) is polled after each step: when true, the loop saves a checkpoint and the
+    summary (status running) and returns it as status `interrupted`, stop_reason `preempted`."""
     run_dir = cfg.run_dir()
     dp = distributed.setup("cuda" if cfg.run.device != "cpu" and torch.cuda.is_available() else "cpu")
     ckpt_dir = run_dir / "checkpoints"  # rank 0 writes it; every rank resumes from it
@@ -88,11 +91,11 @@ def train(cfg: Config, progress: bool = True) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     faults.set_run(cfg.run_id())
     with file_lock(run_dir / ".lock"):
-        return _train_locked(cfg, run_dir, progress, dp, ckpt_dir)
+        return _train_locked(cfg, run_dir, progress, dp, ckpt_dir, stop_requested)
 
 
 def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.DistInfo,
-                  ckpt_dir: Path) -> dict:
+                  ckpt_dir: Path, stop_requested: Callable[[], bool] | None = None) -> dict:
     # ----------------------------------------------------------------------------- setup
     cfg_path = run_dir / "config.yaml"
     distributed.check(cfg, dp.world)
@@ -455,7 +458,10 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
                 _tb.log(last_eval)
             wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and
                                            (wall0 + time.time() - t_start) >= cfg.train.max_wall_s)
-            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up:
+            # issue 14 (stop request): a preempted job stops here, at a step boundary, with its progress saved
+            stop = (stop_requested is not None and step < cfg.train.steps and not wall_up
+                    and distributed.any_rank(bool(stop_requested())))
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up or stop:
                 if wall_up and last_eval["step"] != step:
                     last_eval = run_eval(step)
                 state["wall_s"] = wall0 + time.time() - t_start
@@ -470,6 +476,10 @@ def _train_locked(cfg: Config, run_dir: Path, progress: bool, dp: distributed.Di
             if wall_up:
                 stop_reason = "max_wall_s"
                 break
+            if stop:  # issue 14 (stop request): the file says running (it resumes); the caller hears why
+                bar.close()
+                _tb.close()
+                return {**summary, "status": "interrupted", "stop_reason": "preempted"}
         bar.close()
         _tb.close()
         summary.update(status="finished", step=state["step"], stop_reason=stop_reason,
