@@ -41,6 +41,7 @@ def wait_for_step(rdir: Path, step: int, timeout: float = 120) -> None:
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 def test_local_executor_two_runs_then_rerun_is_a_no_op(tmp_path, cache_dir, capsys):
     path = write_spec(tmp_path, tiny_spec(tmp_path, cache_dir, seeds=2))
     assert main(["sweep", str(path), "--executor", "local", "--parallel", "2", "--progress"]) == 0
@@ -77,6 +78,7 @@ def test_local_executor_two_runs_then_rerun_is_a_no_op(tmp_path, cache_dir, caps
     assert len(json.loads((sdir / "sweep.json").read_text())["launches"]) == 2
 
 
+@pytest.mark.slow
 def test_killed_run_is_resubmitted_and_resumes(tmp_path, cache_dir, capsys):
     """SIGKILL a local job mid-run: its run is 'incomplete', the next launch resubmits it only, and
     it resumes from its checkpoint with every metric row exactly once."""
