@@ -14,7 +14,8 @@ import sys
 import time
 
 t0 = time.perf_counter()
-from harness.sweep import expand, parse_spec  # noqa: E402
+from harness.sweep.expand import expand  # noqa: E402
+from harness.sweep.spec import parse_spec  # noqa: E402
 from harness.config import build_config  # noqa: E402
 
 build_config({})  # registries imported

@@ -180,14 +180,16 @@ def _run_choices(args) -> int:
 
 
 # ------------------------------------------------------------------------------- the other wings
-def _add_sweep(sub) -> None:
-    from .launch import add_parsers
-    add_parsers(sub)  # `sweep` and `status`
+def _sweep_wing(name: str) -> Command:
+    """`sweep` / `status`: parser and runner live in harness/sweep/cli.py."""
+    def add(sub) -> None:
+        from .sweep.cli import add_parser
+        add_parser(sub, name)
 
-
-def _run_sweep(args) -> int:
-    from .launch import run_cli
-    return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
+    def run(args) -> int:
+        from .sweep.cli import run_cli
+        return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
+    return Command(add, run)
 
 
 def _add_analyze(sub) -> None:
@@ -204,8 +206,8 @@ COMMANDS.add("train", Command(_add_train, _run_train))
 COMMANDS.add("config", Command(_add_config, _run_config))
 COMMANDS.add("presets", Command(_add_presets, _run_presets))
 COMMANDS.add("choices", Command(_add_choices, _run_choices))
-COMMANDS.add("sweep", Command(_add_sweep, _run_sweep))
-COMMANDS.add("status", Command(lambda sub: None, _run_sweep))  # its parser comes with `sweep`'s
+COMMANDS.add("sweep", _sweep_wing("sweep"))
+COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
 
 

@@ -1,10 +1,11 @@
 """Fault injection on the real single-node SLURM cluster (scripts/slurm_up.sh): a SLURM time limit
 hit mid-run, and a drained node. `scontrol requeue`, submitit's USR2 preemption and `scancel` are
-in test_slurm.py (marked `faults` too).
+in test_sweep_slurm.py (marked `faults` too).
 
-- time limit: `slurm.time_min=1` with USR2 `signal_delay_s` before it; submitit calls
-  `RunJob.checkpoint()`, requeues the job, and the run resumes from its checkpoint, as many times
-  as it takes; every row exactly once.
+- time limit: `slurm.time_min=2` with USR2 `signal_delay_s` before it; the job stops at its next
+  step boundary (checkpoint + summary), submitit calls `RunJob.checkpoint()` and requeues the job,
+  and the run resumes from that step, as many times as it takes: every attempt progresses, every
+  row exactly once.
 - drained node: jobs wait (`queued`, SLURM PENDING), a second `rlablate sweep` submits nothing
   twice; a job cancelled while waiting is resubmitted by the next sweep, alone; the finished
   run is untouched. The node is always resumed in `finally`.
@@ -13,6 +14,7 @@ in test_slurm.py (marked `faults` too).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,9 +25,10 @@ import yaml
 from conftest import TINY
 from faultlib import checksums, lost_and_duplicated, row_keys
 from harness.cli import main
-from harness.status import run_states
-from harness.sweep import expand, load_spec
-from test_slurm import release, slurm_cluster, squeue_state, wait_until  # noqa: F401 (fixture)
+from harness.sweep.status import run_states
+from harness.sweep.expand import expand
+from harness.sweep.spec import load_spec
+from test_sweep_slurm import release, slurm_cluster, squeue_state, wait_until  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.faults, pytest.mark.timeout(600)]
 SET = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in TINY)}
@@ -50,17 +53,25 @@ def summary(run_dir: Path) -> dict:
         return {}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_time_limit_hit_requeues_through_submitit_and_resumes_without_lost_rows(tmp_path, cache_dir):
-    """A 1-minute limit, USR2 due 40 s before it. slurmctld checks its timers only every ~30 s,
-    so the signal arrives 20-50 s into an attempt (15 s of training finished inside one idle
-    attempt before the signal came: a first version of this test passed only on a loaded
-    machine). The run needs 50 s of training (`train.max_wall_s`, summed across attempts) plus
-    start-up, more than any single attempt gets before its signal: at least one time-out
-    happens whatever the machine's speed."""
+    """A 2-minute limit, USR2 due 100 s before it. slurmctld checks its timers only every ~30 s,
+    so the signal arrives at most ~50 s into an attempt (8-30 s measured: sometimes during the
+    job's start-up, before its first step, which is how the first design lost the whole first
+    attempt: resumed steps [0, 0, 52, ...]). The run needs 50 s of training
+    (`train.max_wall_s`, summed across attempts) plus start-up, more than any single attempt gets
+    before its signal: at least one time-out happens whatever the machine's speed.
+
+    No periodic checkpoint is due (`train.checkpoint_every` = 100000): each attempt's progress is
+    saved only by the stop request (USR2 -> stop at the next step boundary, checkpoint, requeue).
+    So every attempt resumes from a strictly later step than the one before, on an idle or a busy
+    machine: an attempt has until submitit's own handler takes over (grace = half the signal
+    delay, 70-100 s into it, before the 120 s limit) to finish one step after start-up."""
     spec = spec_file(tmp_path, cache_dir, "tl", [0], **{
         "train.steps": 100000, "train.max_wall_s": 50, "eval.every": 100000,
-        "rollout.max_new_tokens": 12, "slurm.time_min": 1, "slurm.signal_delay_s": 40,
-        "slurm.max_timeouts": 8})
+        "train.checkpoint_every": 100000, "rollout.max_new_tokens": 12, "slurm.time_min": 2,
+        "slurm.signal_delay_s": 100, "slurm.max_timeouts": 30})
     assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
     (run,) = expand(load_spec(spec))
     rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
@@ -73,14 +84,19 @@ def test_time_limit_hit_requeues_through_submitit_and_resumes_without_lost_rows(
         if squeue_state(job_id) == "PENDING" and attempts(sdir):  # requeued after a time-out
             release(job_id)
         return False
-    wait_until(finished_or_release, 420, "the run to finish through time-outs", poll=1)
-    log = next((sdir / "_submitit").glob("*/*_log.out")).read_text()
+    wait_until(finished_or_release, 1380, "the run to finish through time-outs", poll=1)
+    folder = next((sdir / "_submitit").glob("*/*_log.out")).parent
+    log = "".join(p.read_text() for p in sorted(folder.glob("*_log.*")))
     tries = attempts(sdir)
+    resumed = [a["resume_from_step"] for a in tries]
     assert len(tries) >= 2 and log.count("this job is timed-out") >= 1, log[-2000:]
     assert f"Requeued job {job_id}" in log
-    resumed = [a["resume_from_step"] for a in tries]
     assert all(a["job_id"] == job_id for a in tries)          # the same job, requeued
     assert resumed[0] == 0 and all(b > a for a, b in zip(resumed, resumed[1:])), resumed
+    # each requeue came from the stop request at a step boundary, never from the grace timer
+    stopped = [int(m) for m in re.findall(r"stopped at step (\d+) \(checkpoint saved\)", log)]
+    assert stopped == resumed[1:], (stopped, resumed, log[-3000:])
+    assert "handing over to submitit now" not in log
     s = summary(rdir)
     assert s["stop_reason"] == "max_wall_s" and s["step"] > resumed[-1]
     want = [("eval", 0)] + [("train", i) for i in range(1, s["step"] + 1)] + [("eval", s["step"])]

@@ -14,8 +14,9 @@ import yaml
 from conftest import TINY
 from faultlib import checksums, lost_and_duplicated, row_keys
 from harness.cli import main
-from harness.status import run_states
-from harness.sweep import expand, load_spec
+from harness.sweep.status import run_states
+from harness.sweep.expand import expand
+from harness.sweep.spec import load_spec
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 SET = {k: yaml.safe_load(v) for k, v in (x.split("=", 1) for x in TINY)}

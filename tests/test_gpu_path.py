@@ -386,7 +386,8 @@ def test_shipped_gpu_config_and_sweep_resolve():
     vLLM memory share per model scale."""
     from pathlib import Path
 
-    from harness.sweep import expand, load_spec
+    from harness.sweep.expand import expand
+    from harness.sweep.spec import load_spec
     root = Path(__file__).resolve().parents[1]
     cfg = load_config(root / "configs" / "gpu_qwen2.5-7b.yaml")
     assert (cfg.rollout.engine, cfg.model.lora_rank, cfg.algo.rollout_correction) == ("vllm", 64, "tis")

@@ -137,7 +137,8 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                 last_eval = _eval(p, f, step)
                 tb.log(last_eval)
             wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and f.wall_s() >= cfg.train.max_wall_s)
-            stop = distributed.any_rank(stop_requested())
+            # a stop request on the last step: the run simply finishes
+            stop = step < cfg.train.steps and not wall_up and distributed.any_rank(stop_requested())
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up or stop:
                 if wall_up and last_eval["step"] != step:
                     last_eval = _eval(p, f, step)

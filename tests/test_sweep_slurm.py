@@ -19,8 +19,9 @@ import pytest
 
 from conftest import ROOT, TINY
 from harness.cli import main
-from harness.status import run_states, slurm_job_states, status_report
-from harness.sweep import expand, load_spec
+from harness.sweep.status import run_states, slurm_job_states, status_report
+from harness.sweep.expand import expand
+from harness.sweep.spec import load_spec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
 

@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .storage import last_step, lock_held as _lock_file_held, read_json, read_jsonl
-from .sweep import Run
+from ..storage import last_step, lock_held as _lock_file_held, read_json, read_jsonl
+from .executors import EXECUTORS
 
 
 def lock_held(run_dir: Path) -> bool:
@@ -37,11 +37,6 @@ SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT"}
 STATES = ("pending", "queued", "running", "incomplete", "failed", "finished", "diverged")
 SUBMIT_STATES = {"pending", "incomplete", "failed"}
-
-
-def sweep_dir(runs: list[Run]) -> Path:
-    """<run.results_dir>/<sweep>: one directory per sweep (the spec forbids sweeping results_dir)."""
-    return runs[0].cfg.run_dir().parent
 
 
 @dataclass
@@ -92,6 +87,12 @@ def slurm_job_states(job_ids: set[str]) -> dict[str, str]:
     return states
 
 
+def _on_slurm(job: dict) -> bool:
+    """The job row (jobs.jsonl) names a job SLURM knows about (its executor's `slurm_jobs`)."""
+    name = job.get("executor")
+    return name in EXECUTORS and EXECUTORS.meta(name).slurm_jobs
+
+
 def _whoami() -> str:
     import pwd
     return pwd.getpwuid(os.getuid()).pw_name
@@ -105,7 +106,7 @@ def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict
     attempts: dict[str, int] = {}
     for row in read_jsonl(sdir / "attempts.jsonl"):
         attempts[row["run_id"]] = attempts.get(row["run_id"], 0) + 1
-    slurm_ids = {j["job_id"] for j in jobs.values() if j.get("executor") == "slurm"}
+    slurm_ids = {j["job_id"] for j in jobs.values() if _on_slurm(j)}
     sl = slurm_job_states(slurm_ids) if query_slurm else {}
     out = {}
     for rid in run_ids:
@@ -113,7 +114,7 @@ def run_states(sdir: Path, run_ids: list[str], query_slurm: bool = True) -> dict
         summary = read_json(rdir / "summary.json")
         job = jobs.get(rid, {})
         st = RunState(rid, "pending", job_id=job.get("job_id"), attempts=attempts.get(rid, 0))
-        st.slurm = sl.get(st.job_id) if job.get("executor") == "slurm" else None
+        st.slurm = sl.get(st.job_id) if _on_slurm(job) else None
         if summary:
             st.step, st.total = summary.get("step"), summary.get("total_steps")
         status = (summary or {}).get("status")
