@@ -20,13 +20,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .config import MATH_KEYS, Config
+from .config import Config
 from .evaluate import evaluate
 from .storage import file_lock, write_json
 from .models import build_model, count_params, load_model
 from .batch import encode_prompts
 from .engines import HFEngine
 from .models import sequence_logprobs
+from .scales import from_path
+from .tasks import COMMON_KEYS, TASKS
 
 WARMSTART_VERSION = 2  # bump when the procedure changes, so old caches are not reused
 
@@ -41,9 +43,11 @@ class WarmupError(RuntimeError):
 def warmstart_key(cfg: Config, tok_name: str) -> str:
     # only what the warm-up itself uses: dtype, LoRA etc. are applied to the RL policy afterwards
     model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARMUP_MODEL_KEYS}
+    # the task keys the chosen task reads (TASKS property `keys`): any other one is at its default
+    reads = set(COMMON_KEYS) | set(TASKS.meta(cfg.task.name).keys)
     d = {"v": WARMSTART_VERSION, "model": model,
-         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
-                  if k not in MATH_KEYS or cfg.task.name == "math"}, "warmup": dataclasses.asdict(cfg.warmup),
+         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k in reads},
+         "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -118,7 +122,7 @@ def run_warmup(cfg: Config, tok, task, out_dir: Path, progress: bool = True) -> 
 
 def get_warm_start(cfg: Config, tok, task, progress: bool = True) -> tuple[Path, dict]:
     """Path of the cached warm-start model for this config (built under a lock if missing)."""
-    if cfg.model.scale == "pretrained" and cfg.warmup.max_steps == 0:
+    if from_path(cfg.model.scale) and cfg.warmup.max_steps == 0:
         return Path(cfg.model.path), {"steps": 0, "flops": 0.0, "wall_s": 0.0, "pass_rate": None}
     tok_name = Path(getattr(tok, "name_or_path", "tok")).name
     out = Path(cfg.run.cache_dir) / "warmstart" / warmstart_key(cfg, tok_name)
