@@ -141,3 +141,45 @@ def test_every_key_is_read_by_some_rule_or_always_acts():
                       (rules.CRITIC_KEYS, "algo"), (rules.CLIP_KEYS, "algo"),
                       (rules.WARMUP_LOOP_KEYS, "warmup")):
         assert set(keys) <= fields[sec], (sec, keys)
+
+
+def test_every_task_key_is_read_by_a_task_and_the_chain_sum_warm_start_key_is_unchanged():
+    """TASKS `keys` cover every task.* field; the warm-start key (which hashes the keys the task
+    reads) is the one the code before the config split computed for chain_sum."""
+    import hashlib
+
+    from harness.tasks import COMMON_KEYS, TASKS
+    from harness.warmstart import WARMSTART_VERSION, WARMUP_MODEL_KEYS, warmstart_key
+
+    fields = [f.name for f in dataclasses.fields(rules.TaskCfg)]
+    read = set(COMMON_KEYS).union(*(TASKS.meta(n).keys for n in TASKS.names()))
+    assert read == set(fields)
+    cfg = load_config(None, [])
+    math_keys = TASKS.meta("math").keys
+    old = {"v": WARMSTART_VERSION,
+           "model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARMUP_MODEL_KEYS},
+           "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k not in math_keys},
+           "warmup": dataclasses.asdict(cfg.warmup), "max_new_tokens": cfg.rollout.max_new_tokens,
+           "tokenizer": "tok"}
+    assert warmstart_key(cfg, "tok") == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+
+
+CONFIG_SIDE = ("harness.algos", "harness.engines", "harness.tasks", "harness.scales", "harness.registry")
+
+
+def test_imports_go_one_way():
+    """load -> rules -> schema; the registries the rules read never import the config package, and
+    listing them imports neither transformers nor reasoning-gym (the engines and tasks load lazily)."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            f"for m in {CONFIG_SIDE!r}: __import__(m)\n"
+            "bad = [m for m in sys.modules if m.startswith('harness.config') or m in "
+            "('transformers', 'reasoning_gym', 'harness.models')]\n"
+            "print(bad)\n")
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    src = {m: Path(rules.__file__).with_name(f"{m}.py").read_text() for m in ("schema", "rules", "load")}
+    assert "from .load" not in src["rules"] + src["schema"] and "from .rules" not in src["schema"]
