@@ -3,13 +3,9 @@
 Both paths end in the same objects (a `PreTrainedModel` and a `PreTrainedTokenizerFast` loadable by
 `AutoTokenizer`), so everything downstream is one code path whatever the scale.
 
-Tiny models (random init, no download) form the `model.scale` axis:
-
-| scale      | hidden | layers | heads | mlp  | params (17-symbol vocab) |
-|------------|--------|--------|-------|------|--------------------------|
-| tiny-0.3m  | 64     | 4      | 4     | 256  | ~0.27M                   |
-| tiny-1m    | 128    | 4      | 4     | 384  | ~0.86M                   |
-| tiny-4m    | 256    | 5      | 8     | 768  | ~4.3M                    |
+Tiny models (random init, no download) form the `model.scale` axis; their shapes are the
+entries of `scales.SCALES` (a light table the config rules and tasks read too), where
+`pretrained` has the property `from_path`.
 
 `prepare_policy` then applies the GPU-path options of `model.*` to either kind: bf16 weights and
 autocast, the fp32 LM head, gradient checkpointing and LoRA (peft). With LoRA the KL reference is
@@ -29,6 +25,7 @@ import inspect
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -36,17 +33,15 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig,
                           PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config)
 
-from .config import Config
-from .storage import file_lock
 from .numerics import use_fp32_lm_head
+from .scales import TINY_SCALES, from_path
+from .storage import file_lock
+
+if TYPE_CHECKING:  # annotations only: models does not import the config package
+    from .config import Config
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
-TINY_SCALES = {
-    "tiny-0.3m": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=256),
-    "tiny-1m": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=384),
-    "tiny-4m": dict(hidden_size=256, num_hidden_layers=5, num_attention_heads=8, intermediate_size=768),
-}
 SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
@@ -67,7 +62,7 @@ def train_tokenizer(texts: list[str], out_dir: Path) -> PreTrainedTokenizerFast:
 def get_tokenizer(cfg: Config, corpus_fn) -> PreTrainedTokenizerFast:
     """Pretrained: the model's own tokenizer. Tiny: a locally trained one, cached by the hash of
     its training text (so every run of a sweep on the same task shares it)."""
-    if cfg.model.scale == "pretrained":
+    if from_path(cfg.model.scale):
         tok = AutoTokenizer.from_pretrained(cfg.model.path, padding_side="left")
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
@@ -82,20 +77,22 @@ def get_tokenizer(cfg: Config, corpus_fn) -> PreTrainedTokenizerFast:
         return train_tokenizer(texts, out)
 
 
+# model.arch -> the transformers config class of the tiny models
+ARCHS = {"qwen2": Qwen2Config, "llama": LlamaConfig}
+
+
 def tiny_model_config(cfg: Config, tok: PreTrainedTokenizerFast):
     shape = TINY_SCALES[cfg.model.scale]
     common = dict(vocab_size=len(tok), max_position_embeddings=cfg.model.max_positions,
                   num_key_value_heads=shape["num_attention_heads"], tie_word_embeddings=True,
                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                   pad_token_id=tok.pad_token_id, rms_norm_eps=1e-6, **shape)
-    if cfg.model.arch == "qwen2":
-        return Qwen2Config(**common)
-    return LlamaConfig(**common)
+    return ARCHS[cfg.model.arch](**common)
 
 
 def build_model(cfg: Config, tok: PreTrainedTokenizerFast, init_seed: int) -> PreTrainedModel:
     """Tiny: random init from a transformers config under `init_seed`. Pretrained: from_pretrained."""
-    if cfg.model.scale == "pretrained":
+    if from_path(cfg.model.scale):
         model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32)
     else:
         with torch.random.fork_rng(devices=[]):

@@ -74,8 +74,8 @@ def test_expansion_is_deterministic_and_matches_rlablate_train(tmp_path, cache_d
     over = [f"{k}={v}" for k, v in raw["set"].items()] + ["model.scale=tiny-1m", "run.seed=4", "run.sweep=t"]
     assert load_config(None, over).run_id() == r.run_id
     # the memoizing shim is gone after expansion
-    assert config_mod.load_preset.__module__ == "harness.config"
-    assert config_mod.typing.__name__ == "typing" and config_mod.typing is __import__("typing")
+    assert config_mod.load_preset.__module__ == "harness.config.load"
+    assert config_mod.load.typing.__name__ == "typing" and config_mod.load.typing is __import__("typing")
 
 
 def test_thousand_runs_expand_to_thousand_distinct_ids(tmp_path, cache_dir):

@@ -8,17 +8,24 @@ after every step's updates. Optional extras are registered lazily: `ENGINES["vll
 
 Properties: own_weights (a separate copy, synced after updates; the simulated rollout lag keeps a
 second HF model instead), needs_cuda, fp32_lm_head (the sampler can compute the LM head in fp32),
-uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts).
+uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts). Both engines load lazily, so the
+config rules read these properties without importing transformers.
 """
 
 from __future__ import annotations
 
 from ..registry import Registry
-from .hf import HFEngine
 
 ENGINES = Registry("rollout.engine", own_weights=False, needs_cuda=False, fp32_lm_head=True,
                    uses_gpu_memory_utilization=False)
-ENGINES.add("hf", HFEngine)
+
+
+def _hf():
+    from .hf import HFEngine
+    return HFEngine
+
+
+ENGINES.register_lazy("hf", _hf)
 
 
 def _vllm():
@@ -34,6 +41,13 @@ ENGINES.register_lazy("vllm", _vllm, own_weights=True, needs_cuda=True, fp32_lm_
 def make_engine(name: str, model, tok, **opts):
     """The engine named by `rollout.engine` (the config has validated the name)."""
     return ENGINES[name](model, tok, **opts)
+
+
+def __getattr__(name: str):
+    """`from harness.engines import HFEngine` still works; the import happens on first use."""
+    if name == "HFEngine":
+        return ENGINES["hf"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["ENGINES", "HFEngine", "make_engine"]

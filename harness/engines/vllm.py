@@ -24,6 +24,7 @@ import torch
 
 from ..batch import Rollout, encode_prompts
 from ..models import iter_export_weights
+from ..scales import from_path
 
 INSTALL_HINT = ("rollout.engine = vllm needs vLLM, which is not installed: pip install "
                 "'rlablate[gpu]' (Linux with CUDA; vLLM has no CPU wheel)")
@@ -50,7 +51,7 @@ class VLLMEngine:
         kwargs = dict(model=str(model_path), dtype="bfloat16" if cfg.model.dtype == "bf16" else "float32",
                       gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, seed=cfg.run.seed,
                       logprobs_mode="processed_logprobs", enable_prefix_caching=True)
-        if cfg.model.scale != "pretrained":
+        if not from_path(cfg.model.scale):
             kwargs["max_model_len"] = cfg.model.max_positions
         self.llm = vllm.LLM(**kwargs)
 

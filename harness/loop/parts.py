@@ -10,6 +10,7 @@ choice asks for is None.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,18 +96,20 @@ class Parts:
                 e.sync_weights(self.policy)
 
 
+# optim.schedule -> the LR factor after warm-up, as a function of the progress p in [0, 1]
+SCHEDULES = {"constant": lambda p: 1.0,
+             "cosine": lambda p: 0.5 * (1 + math.cos(math.pi * min(1.0, p)))}
+
+
 def lr_lambda(cfg: Config, total_updates: int):
     """Linear warm-up over optim.warmup_steps, then constant or cosine to 0 at the last update."""
-    import math
     o = cfg.optim
+    after = SCHEDULES[o.schedule]
 
     def f(i: int) -> float:
         if o.warmup_steps and i < o.warmup_steps:
             return (i + 1) / o.warmup_steps
-        if o.schedule == "cosine":
-            p = (i - o.warmup_steps) / max(1, total_updates - o.warmup_steps)
-            return 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
-        return 1.0
+        return after((i - o.warmup_steps) / max(1, total_updates - o.warmup_steps))
     return f
 
 

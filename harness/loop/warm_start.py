@@ -21,10 +21,12 @@ import torch
 from tqdm import tqdm
 
 from ..batch import encode_prompts
-from ..config import MATH_KEYS, Config
+from ..config import Config
 from ..engines import HFEngine
 from ..models import build_model, count_params, device_for, load_model, sequence_logprobs
+from ..scales import from_path
 from ..storage import file_lock, write_json
+from ..tasks import COMMON_KEYS, TASKS
 from .evaluate import evaluate
 
 WARM_START_VERSION = 2  # bump when the procedure changes, so old caches are not reused
@@ -40,9 +42,11 @@ class WarmStartError(RuntimeError):
 def warm_start_key(cfg: Config, tok_name: str) -> str:
     # only what the warm-up itself uses: dtype, LoRA etc. are applied to the RL policy afterwards
     model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARM_START_MODEL_KEYS}
+    # the task keys the chosen task reads (TASKS property `keys`): any other one is at its default
+    reads = set(COMMON_KEYS) | set(TASKS.meta(cfg.task.name).keys)
     d = {"v": WARM_START_VERSION, "model": model,
-         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
-                  if k not in MATH_KEYS or cfg.task.name == "math"}, "warmup": dataclasses.asdict(cfg.warmup),
+         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k in reads},
+         "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -116,7 +120,7 @@ def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True)
 
 def get_warm_start(cfg: Config, tok, task, progress: bool = True) -> tuple[Path, dict]:
     """Path of the cached warm-start model for this config (built under a lock if missing)."""
-    if cfg.model.scale == "pretrained" and cfg.warmup.max_steps == 0:
+    if from_path(cfg.model.scale) and cfg.warmup.max_steps == 0:
         return Path(cfg.model.path), {"steps": 0, "flops": 0.0, "wall_s": 0.0, "pass_rate": None}
     tok_name = Path(getattr(tok, "name_or_path", "tok")).name
     out = Path(cfg.run.cache_dir) / "warmstart" / warm_start_key(cfg, tok_name)

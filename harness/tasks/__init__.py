@@ -2,7 +2,9 @@
 `tasks.base` (nanochat's `tasks/`). `make_task(cfg)` builds the one `task.name` names.
 
 Properties of each entry: `keys`, the task.* config keys it reads (the config rules refuse any
-other task key that is not at its default: it would have no effect).
+other task key that is not at its default: it would have no effect; `COMMON_KEYS` are read by
+every task); `check`, the task's own combination rules, a pure `check(cfg) -> str | None` that
+returns the one-line message of a broken rule (so tasks never import the config package).
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from ..registry import Registry
 from . import chain_sum, math_problems
 from .base import SPLIT_SEED, Item, Task
 
-TASKS = Registry("task.name", keys=())
-TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS)
-TASKS.add("math", math_problems.from_config, keys=math_problems.KEYS)
+COMMON_KEYS = ("name",)  # task.* keys every task reads
+
+TASKS = Registry("task.name", keys=(), check=None)
+TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS, check=chain_sum.check)
+TASKS.add("math", math_problems.from_config, keys=math_problems.KEYS, check=math_problems.check)
 
 
 def make_task(cfg) -> Task:
@@ -21,4 +25,4 @@ def make_task(cfg) -> Task:
     return TASKS[cfg.task.name](cfg)
 
 
-__all__ = ["Item", "SPLIT_SEED", "TASKS", "Task", "make_task"]
+__all__ = ["COMMON_KEYS", "Item", "SPLIT_SEED", "TASKS", "Task", "make_task"]

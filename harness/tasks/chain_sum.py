@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-import reasoning_gym
-
+from ..scales import from_path
 from .base import SPLIT_SEED, Item
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
@@ -72,6 +71,7 @@ class ChainSumTask:
         if split not in self._ds:
             terms = self.cfg.n_terms + (1 if split == "held_out" and self.cfg.held_out == "more_terms"
                                         else 0)
+            import reasoning_gym  # on first use: listing the tasks (config rules) stays light
             self._ds[split] = reasoning_gym.create_dataset(
                 "chain_sum", min_terms=terms, max_terms=terms, min_digits=self.cfg.min_digits,
                 max_digits=self.cfg.max_digits, allow_negation=False, seed=SPLIT_SEED[split],
@@ -128,7 +128,7 @@ class ChainSumTask:
 def from_config(cfg) -> ChainSumTask:
     """The task of a run: compact prompts for tiny models unless task.prompt_style says otherwise."""
     style = cfg.task.prompt_style
-    compact = style == "compact" or (style == "auto" and cfg.model.scale != "pretrained")
+    compact = style == "compact" or (style == "auto" and not from_path(cfg.model.scale))
     return ChainSumTask(cfg.task, compact=compact)
 
 
@@ -136,3 +136,20 @@ def max_prompt_chars(task_cfg) -> int:
     """The longest compact prompt ('12+7+35=') of any split, in characters (= tiny-model tokens)."""
     terms = task_cfg.n_terms + (1 if task_cfg.held_out == "more_terms" else 0)
     return terms * (task_cfg.max_digits + 1) + 1
+
+
+def check(cfg) -> str | None:
+    """chain_sum's own combination rules: the one-line message of the first broken one, or None.
+    (Pure: reads the config duck-typed; the config rules raise the message.)"""
+    t = cfg.task
+    if t.min_digits > t.max_digits:
+        return f"task.min_digits = {t.min_digits}: must be <= task.max_digits ({t.max_digits})"
+    if t.held_out in SHIFTS and t.max_digits < 2:
+        return (f"task.held_out = {t.held_out!r}: needs task.max_digits >= 2 (two-digit operands "
+                "must exist)")
+    if not from_path(cfg.model.scale):  # tiny models: one token per character of the prompt
+        need = max_prompt_chars(t) + cfg.rollout.max_new_tokens + 2
+        if need > cfg.model.max_positions:
+            return (f"model.max_positions = {cfg.model.max_positions}: prompt + "
+                    f"rollout.max_new_tokens needs {need}")
+    return None

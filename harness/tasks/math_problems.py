@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..scales import SCALES, from_path
 from .base import SPLIT_SEED, Item
 
 DATA_DIR = Path(__file__).parent.parent / "data"
@@ -179,3 +180,18 @@ class MathTask:
 
 def from_config(cfg) -> MathTask:
     return MathTask(cfg.task)
+
+
+def check(cfg) -> str | None:
+    """math's own combination rules: the one-line message of the first broken one, or None."""
+    t = cfg.task
+    for key in ("train_path", "in_dist_path", "held_out_path"):
+        if not getattr(t, key):
+            return (f"task.{key} = None: required when task.name = math (a .jsonl or .parquet file; "
+                    "schema in docs/tasks.md)")
+    if "{problem}" not in t.prompt_template:
+        return f"task.prompt_template = {t.prompt_template!r}: must contain {{problem}}"
+    if t.chat_template and not from_path(cfg.model.scale):
+        return ("task.chat_template = true: tiny models have no chat template; needs model.scale = "
+                + " or ".join(SCALES.where(from_path=True)))
+    return None

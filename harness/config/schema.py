@@ -1,0 +1,322 @@
+"""The config schema: one dataclass per section, each field with its default, help text and range
+(`F`), and the run's identity (`run_name`, `run_id`, `run_dir`) derived from the resolved values.
+
+`describe_fields()` lists every key with its default and help (the text of `rlablate train --help`).
+Loading (`load.py`) and the combination rules (`rules.py`) live beside this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from ..scales import SCALE_NAMES
+
+
+class ConfigError(ValueError):
+    """A config problem, always one line: `<key> = <value>: <what is allowed>`."""
+
+
+def F(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
+      lo_open: bool = False, choices_from: str | None = None) -> Any:
+    """A config field with help text, an optional numeric range, and (for registry-backed string
+    fields) the registry that lists the allowed names."""
+    meta = {"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices_from": choices_from}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ------------------------------------------------------------------------------------------------
+# The sections
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class RunCfg:
+    name: str = F("", "readable run name; empty = '<preset>-<scale>-s<seed>'")
+    sweep: str = F("adhoc", "sweep name: the run goes to <results_dir>/<sweep>/<run_id>/")
+    results_dir: str = F("results", "root of all run directories")
+    cache_dir: str = F(".cache/rlablate", "shared cache (tokenizers, warm-start checkpoints)")
+    seed: int = F(0, "RL seed: rollout sampling, prompt order, minibatch shuffling", lo=0)
+    threads: int = F(0, "torch CPU threads; 0 = all cores", lo=0)
+    malloc_tuning: bool = F(True, "keep freed tensor memory in glibc's heap for reuse (mallopt "
+                            "M_MMAP_THRESHOLD and M_TRIM_THRESHOLD = 32 MiB) instead of returning "
+                            "each >128 KiB block to the OS and page-faulting it back; on a tiny "
+                            "model this is ~20-30% of CPU time. No effect on results; Linux/glibc only")
+    device: Literal["cpu", "cuda", "auto"] = F("cpu", "where the model lives")
+
+
+@dataclass
+class ModelCfg:
+    scale: Literal[SCALE_NAMES] = F(
+        "tiny-1m", "tiny-* = random-init causal LM built from a transformers config (no download); "
+        "pretrained = from_pretrained(model.path)")
+    arch: Literal["qwen2", "llama"] = F("qwen2", "architecture of the tiny models")
+    path: Optional[str] = F(None, "local path (or hub id where the network allows) of a pretrained "
+                            "model and its tokenizer; required iff scale=pretrained")
+    max_positions: int = F(128, "context length of tiny models (prompt + response)", lo=16)
+    dtype: Literal["fp32", "bf16"] = F(
+        "fp32", "compute dtype: bf16 runs every forward pass (sampler, trainer, reference) under "
+        "torch.autocast(bfloat16); the LM head follows it unless algo.fp32_lm_head")
+    param_dtype: Literal["fp32", "bf16"] = F(
+        "fp32", "storage dtype of the base weights: fp32 master weights (full fine-tuning) or bf16 "
+        "(halves weight memory; for LoRA, whose adapters always stay fp32); bf16 needs dtype=bf16")
+    gradient_checkpointing: bool = F(False, "recompute activations in the backward pass (less "
+                                     "memory, ~1/3 more compute); non-reentrant torch checkpointing")
+    lora_rank: int = F(0, "LoRA rank r (peft); 0 = full fine-tuning. With LoRA the KL reference is "
+                       "the base model through peft disable_adapter(): no second copy", lo=0)
+    lora_alpha: float = F(16.0, "LoRA alpha (the update is scaled by alpha / r)", lo=0, lo_open=True)
+    lora_dropout: float = F(0.0, "dropout on the LoRA input", lo=0, hi=1)
+    lora_target_modules: list = F(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                   "down_proj"], "module names that get LoRA adapters (Qwen2/Llama "
+                                  "names; all linear layers of the blocks by default)")
+
+
+@dataclass
+class TaskCfg:
+    name: Literal["chain_sum", "math"] = F(
+        "chain_sum", "chain_sum = procedural (reasoning-gym generator); math = GSM8K/MATH-style "
+        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md)")
+    train_path: Optional[str] = F(None, "math: training problems (.jsonl or .parquet)")
+    in_dist_path: Optional[str] = F(None, "math: the in-distribution eval set (e.g. GSM8K test)")
+    held_out_path: Optional[str] = F(None, "math: the held-out eval set (e.g. MATH when training "
+                                     "on GSM8K)")
+    prompt_template: str = F("{problem}\nPut the final answer in \\boxed{}.\n",
+                             "math: the prompt; {problem} is replaced by the item's problem")
+    chat_template: bool = F(False, "math: wrap the prompt in the tokenizer's chat template "
+                            "(instruct models)")
+    n_terms: int = F(2, "operands per chain", lo=2, hi=8)
+    min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
+    max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
+    cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
+    prompt_style: Literal["auto", "compact", "full"] = F(
+        "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
+        "pretrained ones; auto picks by model.scale")
+    held_out: Literal["first_two_ge_50", "first_ends_in_7", "more_terms"] = F(
+        "first_ends_in_7", "the shifted distribution: first_two_ge_50 = items whose first two "
+        "operands are both >= 50; first_ends_in_7 = items whose first operand ends in 7 (7, 17, ..., 97: "
+        "the same digit-count mix as training; both never seen in training); more_terms = one more operand")
+    held_out_in_warmup: bool = F(
+        False, "the supervised warm start (our stand-in for pre-training) also sees the held-out "
+        "distribution; RL and the in-dist eval never do. This is OXRL's setting: the base model "
+        "already knows the held-out domain (MATH) and RL trains on another (GSM8K)")
+
+
+@dataclass
+class EvalSetCfg:
+    n_items: int = F(256, "items in the eval set", lo=1)
+    k: int = F(4, "samples per item; pass@1 = mean over items of (correct samples / k)", lo=1)
+
+
+@dataclass
+class EvalCfg:
+    every: int = F(10, "evaluate every N RL steps (and at step 0 = the warm start)", lo=1)
+    temperature: float = F(1.0, "sampling temperature of eval; 0 = greedy (then k must be 1)", lo=0)
+    seed: int = F(1234, "seed of the eval items and of eval sampling (fixed across runs)", lo=0)
+    in_dist: EvalSetCfg = field(default_factory=EvalSetCfg)
+    held_out: EvalSetCfg = field(default_factory=EvalSetCfg)
+
+
+@dataclass
+class WarmupCfg:
+    target_pass_rate: float = F(0.2, "stop the supervised warm-up once the pass rate (sampled at "
+                                "eval.temperature, on a validation split) reaches this (accuracy jumps at different steps per seed, so a "
+                                "threshold, not a fixed step)", lo=0, hi=1)
+    max_steps: int = F(3000, "give up (error) if the target is not reached by then; 0 = no warm-up",
+                       lo=0)
+    min_steps: int = F(0, "train at least this many steps", lo=0)
+    lr: float = F(3e-3, "AdamW learning rate of the warm-up", lo=0, lo_open=True)
+    batch_size: int = F(64, "sequences per supervised step", lo=1)
+    check_every: int = F(50, "check the pass rate every N steps", lo=1)
+    check_items: int = F(256, "validation items (1 sample each) used by that check", lo=1)
+    seed: int = F(0, "seed of the warm-up (shared by all RL seeds of a sweep, so it is cached once)",
+                  lo=0)
+
+
+@dataclass
+class RolloutCfg:
+    engine: Literal["hf", "vllm"] = F(
+        "hf", "rollout engine: hf = batched transformers sampling (KV cache), the CPU default; vllm "
+        "= vLLM in the trainer's process on the same GPU (extra [gpu]), weights synced after each "
+        "step (docs/gpu.md)")
+    gpu_memory_utilization: float = F(0.3, "vllm: fraction of the GPU's memory vLLM may take "
+                                      "(weights + KV cache); the trainer lives in the rest",
+                                      lo=0, hi=1, lo_open=True)
+    prompts_per_step: int = F(32, "prompts per RL step", lo=1)
+    group_size: int = F(8, "samples per prompt (G)", lo=1)
+    max_new_tokens: int = F(48, "generation limit; longer responses are truncated", lo=1)
+    temperature: float = F(1.0, "sampling temperature", lo=0, lo_open=True)
+    top_p: float = F(1.0, "nucleus sampling mass", lo=0, hi=1, lo_open=True)
+
+
+@dataclass
+class AlgoCfg:
+    preset: str = F("grpo", "algorithm preset (harness/presets/<name>.yaml) applied before the "
+                    "config's own algo keys; 'none' = only the keys below",
+                    choices_from="presets")
+    advantage: str = F("group_norm", "advantage estimator", choices_from="advantage")
+    ratio: str = F("token", "importance ratio", choices_from="ratio")
+    surrogate: str = F("ppo_clip", "policy surrogate / clipping", choices_from="surrogate")
+    aggregation: str = F("seq_mean_token_mean", "how token losses are averaged",
+                         choices_from="aggregation")
+    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low", lo=0)
+    clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (DAPO: 0.28)", lo=0)
+    dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
+                         "c*A (Ye et al. 2020); 0 = off", lo=0)
+    adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
+    kl: str = F("none", "estimator of KL(pi || pi_ref) to the frozen warm start: none (no reference "
+                "model is loaded), k1, k2 or k3", choices_from="kl")
+    kl_mode: str = F(
+        "loss", "where the KL goes: a loss term aggregated like the policy loss (GRPO), or a "
+        "per-token penalty -kl_coef*kl_t in the reward (PPO-RLHF, REINFORCE++; response-level "
+        "estimators sum it into the response's reward)", choices_from="kl_mode")
+    kl_coef: float = F(0.0, "KL coefficient beta (> 0 iff algo.kl is not none)", lo=0)
+    gamma: float = F(1.0, "gae: discount", lo=0, hi=1)
+    lam_policy: float = F(0.95, "gae: lambda of the policy's advantages (vanilla PPO 0.95)", lo=0, hi=1)
+    lam_critic: float = F(0.95, "gae: lambda of the critic's targets (VAPO decoupled GAE: 1.0, Monte "
+                          "Carlo returns)", lo=0, hi=1)
+    lam_alpha: float = F(0.0, "gae: VAPO length-adaptive lambda_policy = 1 - 1/(alpha * length), "
+                         "clamped at 0 (VAPO: 0.05); 0 = off (lam_policy is used)", lo=0)
+    critic_lr: float = F(1e-3, "gae: AdamW learning rate of the critic (a separate value model)",
+                         lo=0, lo_open=True)
+    value_pretrain_steps: int = F(0, "gae: VAPO value pretraining: rollout batches of the fixed warm "
+                                  "start that train only the critic before step 1 (VAPO: 50)", lo=0)
+    group_filter: str = F(
+        "none", "zero_variance = drop groups whose verifier scores are all equal (0 < #correct < G "
+        "kept; ScaleRL zero-variance filtering); the batch shrinks unless max_gen_rounds > 1",
+        choices_from="group_filter")
+    max_gen_rounds: int = F(1, "DAPO dynamic sampling: generate up to this many rounds of "
+                            "prompts_per_step fresh prompts until prompts_per_step groups pass "
+                            "group_filter (surplus dropped; at the cap, train on what passed); "
+                            "1 = no refill", lo=1)
+    mask_truncated: bool = F(False, "overlong filtering (DAPO): responses cut off at "
+                             "rollout.max_new_tokens are masked out of the loss (they still count "
+                             "in group statistics)")
+    overlong_cache: int = F(0, "DAPO soft overlong punishment L_cache: the reward falls linearly "
+                            "from 0 to -1 over the last L_cache tokens before rollout.max_new_tokens "
+                            "(L_max); 0 = off", lo=0)
+    pos_nll_coef: float = F(0.0, "VAPO positive-example LM loss weight mu: + mu * token-mean NLL of "
+                            "the correct responses (VAPO: 0.1); 0 = off", lo=0)
+    epochs: int = F(1, "passes over each rollout batch (K)", lo=1)
+    minibatches: int = F(2, "optimizer steps per epoch (the batch is split in this many)", lo=1)
+    fp32_lm_head: bool = F(False, "compute the LM head in fp32 for sampling and training (ScaleRL, "
+                           "MiniMax-M1); an exact no-op for the fp32 models used on CPU, it matters "
+                           "for bf16/fp16 models")
+    micro_batches: int = F(1, "forward/backward chunks per minibatch (gradient accumulation); every "
+                           "normaliser is computed over the whole minibatch, so the gradient does "
+                           "not depend on it", lo=1)
+    rollout_lag: int = F(0, "off-policyness: rollouts come from the policy of this many optimizer "
+                         "updates ago (PipelineRL-style asynchrony simulated in-process; ScaleRL "
+                         "k = 8); pi_old is then that behaviour policy", lo=0)
+    old_logprobs: str = F(
+        "sampler", "pi_old: the sampler's own log-probs (no extra forward pass) or a recomputed "
+        "forward pass before the update", choices_from="old_logprobs")
+    rollout_correction: str = F(
+        "none", "rollout/train mismatch correction of the token loss by the weight of "
+        "pi_old(trainer) / pi_sampler: tis (truncated IS, cap) or mask (drop tokens outside "
+        "[floor, cap]); needs old_logprobs=recompute; none = off", choices_from="rollout_correction")
+    rollout_correction_cap: float = F(2.0, "tis: the truncation C of min(ratio, C); mask: the upper "
+                                      "bound of the kept band (IcePop 5)", lo=1)
+    rollout_correction_floor: float = F(0.5, "mask: the lower bound of the kept band (IcePop 0.5)",
+                                        lo=0, hi=1, lo_open=True)
+    # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
+    deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
+
+
+@dataclass
+class OptimCfg:
+    lr: float = F(1e-4, "AdamW learning rate of the RL updates (1e-3 collapsed the tiny models: LOG.md)", lo=0, lo_open=True)
+    weight_decay: float = F(0.0, "AdamW weight decay", lo=0)
+    beta1: float = F(0.9, "AdamW beta1", lo=0, hi=1)
+    beta2: float = F(0.99, "AdamW beta2", lo=0, hi=1)
+    grad_clip: float = F(1.0, "max global grad norm; 0 = off", lo=0)
+    warmup_steps: int = F(0, "linear LR warm-up over this many optimizer steps", lo=0)
+    schedule: Literal["constant", "cosine"] = F("constant", "LR schedule after warm-up")
+
+
+@dataclass
+class TrainCfg:
+    steps: int = F(150, "RL steps (rollout batches)", lo=0)
+    checkpoint_every: int = F(10, "save a resumable checkpoint every N steps (and at the end)", lo=1)
+    max_wall_s: float = F(0.0, "stop cleanly (status finished, reason wall) after this many "
+                          "seconds; 0 = no limit", lo=0)
+
+
+@dataclass
+class Config:
+    run: RunCfg = field(default_factory=RunCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    task: TaskCfg = field(default_factory=TaskCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    warmup: WarmupCfg = field(default_factory=WarmupCfg)
+    rollout: RolloutCfg = field(default_factory=RolloutCfg)
+    algo: AlgoCfg = field(default_factory=AlgoCfg)
+    optim: OptimCfg = field(default_factory=OptimCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+
+    # -- identity --------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def run_name(self) -> str:
+        """run.name, else '<preset>[+<key>=<value>...]-<scale>-s<seed>' (the deviations from the
+        preset are part of the name: an ablation is not mistaken for its preset)."""
+        algo = self.algo.preset + "".join(f"+{k}={getattr(self.algo, k)}"
+                                          for k in self.algo.deviates_from_preset)
+        return self.run.name or f"{algo}-{self.model.scale}-s{self.run.seed}"
+
+    def run_id(self) -> str:
+        """Readable name + 8 hex digits of the hash of everything that affects the result."""
+        d = self.to_dict()
+        for k in ("name", "sweep", "results_dir", "cache_dir", "threads", "malloc_tuning"):
+            d["run"].pop(k)
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{_slug(self.run_name())}-{digest}"
+
+    def run_dir(self) -> Path:
+        return Path(self.run.results_dir) / _slug(self.run.sweep) / self.run_id()
+
+
+NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
+
+
+def _slug(s: str) -> str:
+    """Path-safe name: no separators, no '..', so a config cannot escape the results root."""
+    s = re.sub(r"[^A-Za-z0-9_.+-]", "_", s).strip(".")
+    return s or "run"
+
+
+# ------------------------------------------------------------------------------------------------
+# Introspection and documentation
+# ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def type_hints(cls: type) -> dict:
+    """Evaluated annotations of a config dataclass (string annotations: evaluated once)."""
+    return typing.get_type_hints(cls)
+
+
+def is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def describe_fields(cls: type = Config, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, default, help) for every field: the text of `rlablate train --help`."""
+    rows = []
+    inst = cls()
+    hints = type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if is_section(hints[f.name]):
+            rows += describe_fields(hints[f.name], f"{prefix}{f.name}.")
+        elif f.name != "deviates_from_preset":
+            tp = hints[f.name]
+            help_ = f.metadata.get("help", "")
+            if typing.get_origin(tp) is Literal:
+                help_ += f" [{'|'.join(map(str, typing.get_args(tp)))}]"
+            rows.append((f"{prefix}{f.name}", repr(getattr(inst, f.name)), help_))
+    return rows
