@@ -214,5 +214,6 @@ def test_unreached_midpoint_is_flagged_not_hidden():
     y = predict_reward(c, 0.9, 1.0, 1e6, R0) + np.random.default_rng(0).normal(0, 0.002, 25)
     fit = fit_curve(c, y, R0)
     assert not fit.converged
-    assert "C_mid hit its bound" in fit.message and "extrapolation" in fit.message
+    assert "C_mid hit its upper bound" in fit.message and "extrapolation" in fit.message
+    assert not fit.identified and fit.reasons == (fit.message,)
     assert fit.C_mid == pytest.approx(10 * c.max())
