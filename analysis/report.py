@@ -230,7 +230,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     r.p(_finals_note(results, t["finals"]))
     r.h(f"Leaderboard ({primary})")
     cols = ["scale", "rank", "variant", "n_runs", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi",
-            "C_mid", "R0", "final", "final_se", "converged", "ci_method", "note"]
+            "C_mid", "R0", "final", "final_se", "identified", "ci_method", "note"]
     r.table(t["leaderboard"].reindex(columns=cols))
     r.image(figures["leaderboard"], "Asymptote A and exponent B with 95% CIs, per scale")
     r.h("Comparisons (ScaleRL rule)")
@@ -288,7 +288,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.p("Only one model scale: no cross-scale ranking.")
         else:
             ranks, taus = rank_gains_across_scales(t["gains"], primary)
-            r.p(f"Ranked (converged) fits exist at {len(fitted)} of {len(scales)} scales"
+            r.p(f"Ranked (identified) fits exist at {len(fitted)} of {len(scales)} scales"
                 + (f" ({', '.join(map(str, fitted))})" if fitted else "")
                 + f", so the ranking across scales is by the gain on {primary} at matched training "
                 "(1 = largest; ties share the better rank). Whether neighbouring gains differ by "
