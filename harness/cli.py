@@ -5,6 +5,7 @@
     rlablate presets                               the algorithm presets x their axis values
     rlablate choices                               list every design-choice axis and its values
     rlablate analyze RESULTS_DIR                   fit curves, write the report
+    rlablate calibrate SPEC.yaml                   false-positive rate and power of every verdict
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
     rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
 
@@ -73,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .launch import add_parsers as add_sweep_parsers
     add_sweep_parsers(sub)
     try:
-        from analysis.cli import add_analyze_parser
+        from analysis.cli import add_analyze_parser, add_calibrate_parser
         add_analyze_parser(sub)
+        add_calibrate_parser(sub)
     except ImportError:  # pragma: no cover - analysis is part of the package
         pass
     return p
@@ -162,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd in ("sweep", "status"):
         from .launch import run_cli
         return run_cli(args, exit_usage=EXIT_USAGE, exit_failed=EXIT_FAILED)
-    if args.cmd == "analyze":
-        from analysis.cli import run_analyze
-        return run_analyze(args)
+    if args.cmd in ("analyze", "calibrate"):  # analysis.cli set func
+        return args.func(args)
     return EXIT_USAGE  # pragma: no cover
 
 
