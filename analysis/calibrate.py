@@ -518,3 +518,22 @@ def describe(noise: NoiseModel, margin: float) -> str:
 
 def with_overrides(noise: NoiseModel, **kw) -> NoiseModel:
     return replace(noise, **{k: v for k, v in kw.items() if v is not None})
+
+
+def schedule_from_results(runs: pd.DataFrame, evals: pd.DataFrame, eval_set: str = "in_dist"
+                          ) -> list[Group]:
+    """The schedule of a loaded study (``analysis.groups.assign_groups`` runs and the tidy
+    evals): per (variant, scale) its last eval step, eval interval, number of usable runs and
+    eval size, so a report calibrates the design it actually ran (no spec needed)."""
+    usable = runs[runs["excluded"].isna()][["sweep", "run_id", "variant", "scale_value"]]
+    ev = evals[evals["eval_set"] == eval_set].merge(usable, on=["sweep", "run_id"])
+    groups = []
+    for (variant, scale), g in ev.groupby(["variant", "scale_value"]):
+        steps = np.sort(g["step"].unique())
+        every = int(np.median(np.diff(steps))) if steps.size > 1 else int(steps.max() or 1)
+        groups.append(Group(str(variant), str(scale), int(steps.max()), max(every, 1),
+                            int(g[["sweep", "run_id"]].drop_duplicates().shape[0]),
+                            int(np.nanmedian(g["n_items"])) if g["n_items"].notna().any()
+                            else 256,
+                            int(np.nanmedian(g["k"])) if g["k"].notna().any() else 4))
+    return groups

@@ -58,6 +58,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "table (dA, B ratio; default grpo)")
     parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
                         help="fit groups only, not every run")
+    parser.add_argument("--calibrate", type=int, default=200, metavar="N",
+                        help="simulated sweeps per cell of the report's calibration table "
+                             "(false-positive rate and power of every verdict for this study's "
+                             "schedule; default 200, ~25 s for the demo; 0 skips it; "
+                             "rlablate calibrate runs 500)")
     return parser
 
 
@@ -80,7 +85,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
-                          reference=args.reference)
+                          reference=args.reference, calibrate=args.calibrate)
     try:
         done = run_analysis(opt)
     except (FileNotFoundError, FitError, NotADirectoryError) as exc:

@@ -49,6 +49,7 @@ class AnalysisOptions:
     scale_col: str | None = None
     per_run: bool = True
     reference: str = REFERENCE
+    calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
 
 
 @dataclass
@@ -161,11 +162,20 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
+    calibration = pd.DataFrame()
+    if opt.calibrate > 0:
+        from analysis.calibrate import NoiseModel, calibrate, schedule_from_results
+        r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
+        noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
+        calibration = calibrate(schedule_from_results(runs, results.evals, primary), noise,
+                                opt.calibrate, opt.seed, opt.margin, opt.reference)
+        calibration.attrs["noise"] = noise
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
-              "inversions": flips, "effects": effects, "claims": claims}
+              "inversions": flips, "effects": effects, "claims": claims,
+              "calibration": calibration}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
-                 "claims"):
+                 "claims") + (("calibration",) if len(calibration) else ()):
         tables[name].to_csv(out / f"{name}.csv", index=False)
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
@@ -297,6 +307,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     _claims_section(r, t["claims"])
+    _calibration_section(r, t["calibration"], opt)
     _problems_section(r, runs, t["fits"], results.issues)
     return r
 
@@ -327,6 +338,26 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         "it needs are missing).")
     for rec in claims.to_dict("records"):
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**. {rec['evidence']}")
+
+
+def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
+    r.h("How far each verdict can be trusted (calibration by simulation)")
+    if cal is None or cal.empty:
+        r.p("Not calibrated in this run (`--calibrate 0`); `rlablate calibrate SPEC.yaml` "
+            "prints the table for a sweep spec.")
+        return
+    from analysis.calibrate import describe
+    fp = cal[cal["kind"] == "false positive"]
+    bad = fp[fp["lo"] > 0.05]
+    r.p(f"{opt.calibrate} simulated sweeps per cell with this study's own schedule (each group's "
+        "last step, eval interval, seeds and eval size), analysed with the same fits and verdict "
+        "functions as this report. *false positive*: how often the verdict is given when its "
+        "truth does not hold (the worst truth tried); *power*: how often it is given when it "
+        "does. 95% Clopper-Pearson intervals. "
+        + describe(cal.attrs.get("noise"), opt.margin) + f" {len(fp) - len(bad)} of {len(fp)} "
+        "false-positive rates are <= 5% within their interval"
+        + (f"; above: {', '.join(bad['verdict'])}." if len(bad) else "."))
+    r.table(cal)
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:
