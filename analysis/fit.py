@@ -35,7 +35,8 @@ MIN_POINTS = 4
 DEFAULT_B_BOUNDS = (0.05, 20.0)
 #: identification rules (see :func:`assess_identification`)
 REACH_FRACTION = 0.5  # the last eval must reach this fraction of the fitted gain (C >= C_mid)
-SATURATED_FRACTION = 0.9  # ... and the first eval must not already be past this fraction
+SATURATED_FRACTION = 0.9  # ... and the first eval must not already be past this fraction,
+MIN_RISE = 0.25  # ... and the evals must see at least this fraction of the rise
 #: level of A's profile-likelihood interval that must lie inside (R0, 1). 99%, not 95%: with
 #: evals stopping at C_mid/3 (B = 1) a 95% rule called 12% of fits identified, 6% with the truth
 #: outside the interval; at 99%: 6% and 4% (2 x C_mid: 96% identified; LOG.md, issue 15)
@@ -414,8 +415,9 @@ def finish_fit(c, y, R0, se, run_index, window: str, fixed_A: float | None) -> F
     ident = assess_identification(c, y, R0, float(res.A[0]), float(res.B[0]),
                                   float(res.C_mid[0]), stderr=se, run_index=run_index,
                                   fixed_A=fixed_A, profile=not reasons)
-    if res.at_bound[0]:  # the bound already says why; only a lack of fit adds to it
-        reasons += [r for r in ident["reasons"] if r.startswith("lack of fit")]
+    if res.at_bound[0]:  # the bound says why; a lack of fit or a saturation adds to it
+        reasons += [r for r in ident["reasons"] if r.startswith(("lack of fit", "saturated"))
+                    and not (r.startswith("saturated") and "lower bound" in reasons[0])]
     else:
         reasons += ident["reasons"]
     return FitResult(A=float(res.A[0]), B=float(res.B[0]), C_mid=float(res.C_mid[0]),
@@ -447,8 +449,9 @@ def assess_identification(c, y, R0, A, B, C_mid, *, stderr=None, run_index=None,
 
     * reach: the fitted curve at the last eval has gained >= REACH_FRACTION of A - R0 (the
       evals pass C_mid); otherwise A is an extrapolation of the rising part.
-    * saturation: at the first eval it has gained <= SATURATED_FRACTION; otherwise the rise
-      happened before the data and B, C_mid are not identified (A is only the plateau).
+    * saturation: at the first eval it has gained <= SATURATED_FRACTION, and the evals see at
+      least MIN_RISE of the rise; otherwise the rise happened before the data and B, C_mid are
+      not identified (A is only the plateau).
     * lack of fit: the step-mean residuals against the noise (per-point sd = max(median
       reported eval stderr, pure error across seeds at the same eval)); chi-square p < LOF_P
       and rms ratio > LOF_RATIO means the curve is not this shape (it rose and collapsed).
@@ -471,10 +474,12 @@ def assess_identification(c, y, R0, A, B, C_mid, *, stderr=None, run_index=None,
         out["reasons"].append(
             f"the evals stop at {frac[1]:.0%} of the fitted gain (last C {c.max():.3g} < C_mid "
             f"{C_mid:.3g}): the data do not reach the curve's midpoint, so A is an extrapolation")
-    if frac[0] > SATURATED_FRACTION:
+    if frac[0] > SATURATED_FRACTION or (frac[1] >= REACH_FRACTION
+                                         and frac[1] - frac[0] < MIN_RISE):
         out["reasons"].append(
             f"saturated before the first eval ({frac[0]:.0%} of the gain already reached at C "
-            f"{c.min():.3g}): B and C_mid are not identified, A is only the plateau level")
+            f"{c.min():.3g}, {frac[1] - frac[0]:.0%} of the rise inside the data): B and C_mid "
+            "are not identified, A is only the plateau level")
     resid = y - predict_reward(c, A, B, C_mid, R0)
     pos = _positions(c, run_index)
     T = int(pos.max()) + 1

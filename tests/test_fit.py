@@ -276,7 +276,7 @@ def test_saturation_before_the_first_eval_is_named():
         assert not f.identified
         assert "saturated before the first eval" in f.message, f.message
         assert "do not reach" not in f.message
-        assert abs(f.A - a) < 0.01  # the plateau itself is measured
+        assert abs(f.A - a) < 0.03  # the plateau itself is measured
 
 
 def test_rise_then_collapse_is_a_lack_of_fit():
