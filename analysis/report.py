@@ -322,10 +322,12 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
     r.p(f"Every variant against `{opt.reference}` at the same scale. `choices` lists the "
         "algorithm keys that differ. dA = A(variant) - A(reference) and B_ratio = B(variant) / "
         "B(reference), with 95% CIs from the two groups' bootstrap replicates. Verdict: *moved A* "
-        f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if A did not move and "
-        "the B_ratio interval excludes 1; otherwise *not resolved* (the runs cannot tell), and "
-        "always when either fit did not converge (C_mid or B at a bound: the data do not reach "
-        "the curve's midpoint, so A is an extrapolation and its bootstrap interval is not one). "
+        f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if the B_ratio "
+        f"interval excludes 1 and the dA interval lies inside +-{opt.margin} (A shown not to "
+        "move); *moved B, A not resolved* if B moved and A is neither; *no effect* if dA lies "
+        f"inside +-{opt.margin} and B_ratio inside x1.25; otherwise *not resolved* (the runs "
+        "cannot tell), and always when either fit is not identified (see the leaderboard notes: "
+        "A is then an extrapolation and its bootstrap interval is not one). "
         f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}.")
     r.table(effects)
 
