@@ -19,7 +19,9 @@ single fits):
 * ``residuals``: for one run without per-item results, resample residuals of the point fit
   (scaled by sqrt(n / (n - 3))) and jitter R0 by its reported standard error.
 
-CIs are percentile intervals (2.5%, 97.5%) over replicates.
+CIs are percentile intervals (2.5%, 97.5%) over replicates, widened for few resampled units in a
+space that keeps them inside the parameter's domain (A in (R0, 1): logit of the gain fraction;
+B and C_mid: log), see :meth:`BootstrapResult.ci`.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.fit import (FitError, FitResult, FitWindow, _describe_bound, check_fittable,
+from analysis.fit import (FitError, FitResult, FitWindow, check_fittable, finish_fit,
                           fit_curves_batch, matmul_rows)
 
 METHODS = ("auto", "seeds", "items", "seeds+items", "residuals")
@@ -100,6 +102,7 @@ class BootstrapResult:
     n_at_bound: int
     n_units: int = 0  # resampled units (runs for seeds, points for residuals, items for items)
     n_params: int = 3
+    R0: float = float("nan")  # the point fit's R0: A's interval lives in (R0, 1)
 
     def inflation(self, level: float = 0.95) -> float:
         """Small-sample widening of the percentile interval around the replicate median.
@@ -118,23 +121,38 @@ class BootstrapResult:
 
     def ci(self, name: str, level: float = 0.95) -> tuple[float, float]:
         """Percentile CI of parameter ``name`` widened by :meth:`inflation` around the replicate
-        median; B and C_mid (positive, skewed) are handled in log space, A is capped at 1."""
+        median, in a space where the widening cannot leave the parameter's domain: B and C_mid
+        (positive, skewed) in log space, A in logit((A - R0) / (1 - R0)) so that the interval
+        stays inside (R0, 1) (R0 = the point fit's, :attr:`R0`; without it A is only capped at
+        1). :attr:`ci_method` says which."""
         values = getattr(self, name)
         values = values[np.isfinite(values) & ((values > 0) if name != "A" else True)]
         if values.size == 0:
             return (float("nan"), float("nan"))
-        log = name in ("B", "C_mid")
-        if log:
+        logit = name == "A" and np.isfinite(self.R0) and self.R0 < 1
+        if name in ("B", "C_mid"):
             values = np.log(values)
+        elif logit:
+            u = np.clip((values - self.R0) / (1 - self.R0), 1e-6, 1 - 1e-6)
+            values = np.log(u / (1 - u))
         q = (1 - level) / 2
         lo, mid, hi = np.quantile(values, [q, 0.5, 1 - q])
         f = self.inflation(level)
         lo, hi = mid + f * (lo - mid), mid + f * (hi - mid)
-        if log:
+        if name in ("B", "C_mid"):
             lo, hi = np.exp(lo), np.exp(hi)
-        if name == "A":
+        elif logit:
+            lo, hi = (self.R0 + (1 - self.R0) / (1 + np.exp(-v)) for v in (lo, hi))
+        elif name == "A":
             hi = min(hi, 1.0)
         return float(lo), float(hi)
+
+    @property
+    def ci_method(self) -> str:
+        """How :meth:`ci` builds its intervals, for the tables."""
+        f = self.inflation()
+        return (f"{self.method} bootstrap ({self.n_units} units), 95% percentile x{f:.2g} "
+                "widening; A in logit((A-R0)/(1-R0)), B and C_mid in log")
 
 
 def build_run_curve(run_evals: pd.DataFrame, items: dict | None = None,
@@ -194,14 +212,8 @@ def fit_curve_data(curve: CurveData, fixed_A: float | None = None) -> FitResult:
             raise FitError(f"fixed A={fixed_A:.4f} must lie in (R0={R0:.4f}, 1]")
     except FitError as exc:
         raise FitError(f"{curve.label}: {exc}") from None
-    res = fit_curves_batch(np.log(c), y, R0, fixed_A=fixed_A)
-    msg = _describe_bound(res, 0) if res.at_bound[0] else (
-        "" if res.converged[0] else "optimiser stopped at the iteration cap")
-    return FitResult(A=float(res.A[0]), B=float(res.B[0]), C_mid=float(res.C_mid[0]),
-                     R0=R0, rmse=float(np.sqrt(res.sse[0] / c.size)), n_points=int(c.size),
-                     window=curve.window.describe(), converged=bool(res.converged[0]),
-                     message=msg, fixed_A=fixed_A is not None,
-                     compute_range=(float(c.min()), float(c.max())))
+    _, _, _, idx = curve.pooled()
+    return finish_fit(c, y, R0, se, idx, curve.window.describe(), fixed_A)
 
 
 def choose_method(curve: CurveData, method: str = "auto") -> str:
@@ -286,8 +298,18 @@ def bootstrap_fit(curve: CurveData, n_boot: int = 1000, *, method: str = "auto",
     Y, W, R0 = draw_replicates(curve, method, n_boot, rng, point, item_seed=seed)
     c = curve.pooled()[0]
     init = None if point is None else (point.A, point.B, point.C_mid)
+    inverse = None
+    if W is not None and method == "seeds":
+        # a seed bootstrap of S runs has at most C(2S-1, S) distinct replicates (3 for 2 seeds,
+        # 10 for 3): fit each distinct one once (the same fit, so the same answer)
+        W, first, inverse = np.unique(W, axis=0, return_index=True, return_inverse=True)
+        Y, R0 = Y[first], R0[first]
+        inverse = inverse.reshape(-1)
     res = fit_curves_batch(np.log(c), Y, R0, W, fixed_A=fixed_A, init=init,
                            **({"n_b": 6, "n_m": 8} if point is not None else {}))
+    if inverse is not None:
+        res.A, res.B, res.C_mid, res.at_bound = (res.A[inverse], res.B[inverse],
+                                                 res.C_mid[inverse], res.at_bound[inverse])
     bad = ~np.isfinite(res.A)
     for arr in (res.A, res.B, res.C_mid):
         arr[bad] = np.nan
@@ -296,22 +318,28 @@ def bootstrap_fit(curve: CurveData, n_boot: int = 1000, *, method: str = "auto",
                           default=0)}[method]
     return BootstrapResult(method=method, A=res.A, B=res.B, C_mid=res.C_mid,
                            n_requested=n_boot, n_at_bound=int(res.at_bound.sum()),
-                           n_units=units, n_params=2 if fixed_A is not None else 3)
+                           n_units=units, n_params=2 if fixed_A is not None else 3,
+                           R0=point.R0 if point is not None else curve.R0)
 
 
 def summarise_fit(label: str, fit: FitResult | None, boot: BootstrapResult | None,
                   error: str | None = None) -> dict:
     """One flat record of a fit and its CIs for ``fits.csv``."""
     rec = {"group": label, "A": np.nan, "B": np.nan, "C_mid": np.nan, "R0": np.nan,
-           "rmse": np.nan, "n_points": 0, "window": "", "converged": False, "message": error or ""}
+           "rmse": np.nan, "n_points": 0, "window": "", "converged": False, "identified": False,
+           "A_prof_lo": np.nan, "A_prof_hi": np.nan, "noise": np.nan, "lof_ratio": np.nan,
+           "message": error or ""}
     if fit is not None:
         rec.update(A=fit.A, B=fit.B, C_mid=fit.C_mid, R0=fit.R0, rmse=fit.rmse,
                    n_points=fit.n_points, window=fit.window, converged=fit.converged,
+                   identified=fit.identified, A_prof_lo=fit.A_profile[0],
+                   A_prof_hi=fit.A_profile[1], noise=fit.noise, lof_ratio=fit.lof_ratio,
                    message=fit.message)
     for name in ("A", "B", "C_mid"):
         lo, hi = boot.ci(name) if boot is not None else (np.nan, np.nan)
         rec[f"{name}_lo"], rec[f"{name}_hi"] = lo, hi
     rec["boot_method"] = boot.method if boot is not None else ""
+    rec["ci_method"] = boot.ci_method if boot is not None else ""
     rec["boot_n"] = boot.n_requested if boot is not None else 0
     rec["boot_at_bound"] = boot.n_at_bound if boot is not None else 0
     return rec

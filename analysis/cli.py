@@ -58,6 +58,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "table (dA, B ratio; default grpo)")
     parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
                         help="fit groups only, not every run")
+    parser.add_argument("--calibrate", type=int, default=200, metavar="N",
+                        help="simulated sweeps per cell of the report's calibration table "
+                             "(false-positive rate and power of every verdict for this study's "
+                             "schedule; default 200, ~25 s for the demo; 0 skips it; "
+                             "rlablate calibrate runs 500)")
     return parser
 
 
@@ -80,7 +85,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
-                          reference=args.reference)
+                          reference=args.reference, calibrate=args.calibrate)
     try:
         done = run_analysis(opt)
     except (FileNotFoundError, FitError, NotADirectoryError) as exc:
@@ -97,3 +102,92 @@ def main(argv: list[str] | None = None) -> int:
     parser = configure_parser(argparse.ArgumentParser(prog="python -m analysis",
                                                       description=__doc__.splitlines()[0]))
     return run_analyze(parser.parse_args(argv))
+
+
+# ------------------------------------------------------------------------------------------------
+# rlablate calibrate
+# ------------------------------------------------------------------------------------------------
+_NOISE_FLAGS = {  # flag -> (NoiseModel field, help)
+    "--R0": ("R0", "warm-start pass rate of the simulated curves"),
+    "--A": ("A", "reference ceiling A"),
+    "--B": ("B", "reference exponent B"),
+    "--mid-frac": ("mid_frac", "C_mid as a fraction of the reference group's train.steps"),
+    "--seed-sd-A": ("seed_sd_A", "seed-to-seed sd of A"),
+    "--seed-sd-logB": ("seed_sd_logB", "seed-to-seed sd of log B"),
+    "--effect-A": ("effect_A", "dA of the 'moved A' alternative"),
+    "--effect-B": ("effect_B", "B ratio of the 'only B' alternative"),
+    "--spread": ("spread", "claim 4: sd of the algorithms' true gains (null: both sets)"),
+    "--spread-alt-held-out": ("spread_alt_held_out", "claim 4 alternative: held-out spread"),
+    "--gain-seed-sd": ("gain_seed_sd", "claim 4: seed sd of a run's gain"),
+}
+
+
+def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the calibrate arguments to ``parser``."""
+    parser.add_argument("spec", metavar="SPEC.yaml",
+                        help="a sweep spec (or the spec.yaml saved in a sweep's results folder): "
+                             "its steps, eval schedule and seeds are simulated")
+    parser.add_argument("--sweeps", type=int, default=500, metavar="N",
+                        help="simulated sweeps per cell (default 500)")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                        help="margin on A of the verdicts (ScaleRL: 0.02)")
+    parser.add_argument("--reference", default="grpo", metavar="VARIANT",
+                        help="the variant the design choices are compared with")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                        help="bootstrap replicates per simulated fit (as analyze)")
+    parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+    for flag, (name, text) in _NOISE_FLAGS.items():
+        parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
+                            help=f"{text} (default: analysis.calibrate.NoiseModel)")
+    return parser
+
+
+def add_calibrate_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``calibrate`` on an ``argparse`` subparsers object; sets ``func=run_calibrate``."""
+    from analysis import calibrate
+    parser = subparsers.add_parser(
+        "calibrate", help="false-positive rate and power of every verdict, by simulation",
+        description=calibrate.__doc__.splitlines()[0])
+    configure_calibrate_parser(parser)
+    parser.set_defaults(func=run_calibrate)
+    return parser
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Simulate ``args.sweeps`` sweeps per cell for the spec and print the calibration table."""
+    import time
+
+    from analysis.calibrate import NoiseModel, calibrate, describe, read_schedule, with_overrides
+    from analysis.report import format_markdown_table
+
+    t0 = time.perf_counter()
+    try:
+        name, groups = read_schedule(args.spec)
+    except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
+        print(f"rlablate calibrate: error: cannot read {args.spec}: {exc}", file=sys.stderr)
+        return 2
+    noise = with_overrides(NoiseModel(), **{f: getattr(args, f"noise_{f}")
+                                            for f, _ in _NOISE_FLAGS.values()})
+    if args.sweeps < 1:
+        print("rlablate calibrate: error: --sweeps must be >= 1", file=sys.stderr)
+        return 2
+    table = calibrate(groups, noise, args.sweeps, args.seed, args.margin, args.reference,
+                      args.bootstrap, progress=lambda m: print(f"  {m}", file=sys.stderr))
+    print(f"calibration of sweep {name!r} ({len(groups)} groups), {args.sweeps} simulated "
+          f"sweeps per cell")
+    print(describe(noise, args.margin))
+    print(format_markdown_table(table))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    fp = table[table["kind"] == "false positive"]
+    bad = fp[fp["lo"] > 0.05]
+    print(f"{len(fp) - len(bad)} of {len(fp)} false-positive rates are <= 5% within their 95% "
+          f"interval; {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def calibrate_main(argv: list[str] | None = None) -> int:
+    """``python -m analysis.calibrate``-style entry point (used by the tests)."""
+    parser = configure_calibrate_parser(argparse.ArgumentParser(prog="rlablate calibrate"))
+    return run_calibrate(parser.parse_args(argv))

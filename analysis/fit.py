@@ -29,9 +29,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 MIN_POINTS = 4
 DEFAULT_B_BOUNDS = (0.05, 20.0)
+#: identification rules (see :func:`assess_identification`)
+REACH_FRACTION = 0.5  # the last eval must reach this fraction of the fitted gain (C >= C_mid)
+SATURATED_FRACTION = 0.9  # ... and the first eval must not already be past this fraction,
+MIN_RISE = 0.25  # ... and the evals must see at least this fraction of the rise
+#: level of A's profile-likelihood interval that must lie inside (R0, 1). 99%, not 95%: with
+#: evals stopping at C_mid/3 (B = 1) a 95% rule called 12% of fits identified, 6% with the truth
+#: outside the interval; at 99%: 6% and 4% (2 x C_mid: 96% identified; LOG.md, issue 15)
+PROFILE_LEVEL = 0.99
+LOF_P = 1e-3  # lack of fit: chi-square p-value against the eval noise below this ...
+LOF_RATIO = 2.0  # ... and residuals (of step means) larger than this many noise sds
 #: C_mid may lie this many natural-log units below the first / above the last fitted compute.
 DEFAULT_MID_SPAN = (np.log(100.0), np.log(10.0))
 
@@ -83,8 +94,15 @@ class FitWindow:
 @dataclass(frozen=True)
 class FitResult:
     """One fitted ScaleRL curve. ``rmse`` is the root-mean-square residual over the fitted points;
-    ``converged`` is False when the optimiser hit an iteration cap or a parameter bound
-    (``message`` says which), e.g. C_mid beyond the data so that A is not identified."""
+    ``converged`` is False when the optimiser hit an iteration cap or a parameter bound.
+
+    ``identified`` is the stronger statement the leaderboard and comparisons need: converged
+    *and* every check of :func:`assess_identification` passed (the evals reach the fitted
+    midpoint, the curve did not saturate before the first eval, A's profile-likelihood interval
+    lies inside (R0, 1), no lack of fit against the eval noise). ``reasons`` names each failed
+    check; ``message`` joins them (and the bound that was hit). ``A_profile`` is the 95%
+    profile-likelihood interval of A (PROFILE_LEVEL, 99%), ``noise`` the per-point noise sd it used, ``lof_ratio``
+    the rms of the step-mean residuals in units of their noise sd."""
 
     A: float
     B: float
@@ -97,6 +115,11 @@ class FitResult:
     message: str = ""
     fixed_A: bool = False
     compute_range: tuple[float, float] = field(default=(float("nan"), float("nan")))
+    identified: bool = False
+    reasons: tuple[str, ...] = ()
+    A_profile: tuple[float, float] = field(default=(float("nan"), float("nan")))
+    noise: float = float("nan")
+    lof_ratio: float = float("nan")
 
     def predict(self, compute) -> np.ndarray:
         """Evaluate the fitted curve at ``compute`` (same units as the fit)."""
@@ -114,6 +137,7 @@ class BatchFit:
     sse: np.ndarray
     converged: np.ndarray
     at_bound: np.ndarray
+    mid_low: np.ndarray | None = None  # C_mid at its lower bound (saturated before the data)
 
 
 def predict_reward(compute, A, B, C_mid, R0) -> np.ndarray:
@@ -246,15 +270,18 @@ def _refine_lm(x, Yc, W, theta, lo, hi, free, max_iter=60, tol=1e-10):
 
 
 def fit_curves_batch(log_c, Y, R0, W=None, fixed_A=None, *, init=None,
-                     b_bounds=DEFAULT_B_BOUNDS, mid_span=DEFAULT_MID_SPAN, n_b=14, n_m=24
-                     ) -> BatchFit:
+                     b_bounds=DEFAULT_B_BOUNDS, mid_span=DEFAULT_MID_SPAN, n_b=14, n_m=24,
+                     max_iter: int = 60, tol: float = 1e-10) -> BatchFit:
     """Fit R curves that share one compute grid (no validation; see :func:`fit_curve`).
 
     log_c: (n,) natural log of compute. Y: (R, n) or (n,) pass rates. R0: scalar or (R,).
     W: (R, n) non-negative point weights (bootstrap multiplicities), default 1.
     fixed_A: None, scalar or (R,) -> fit only (B, C_mid) with A held fixed (ScaleRL's
-    comparison rule). init: optional (A, B, C_mid) tried as one more starting point for every
-    curve (bootstrap replicates start from the point fit, so a coarser grid suffices).
+    comparison rule). init: optional (A, B, C_mid), scalars or (R,) arrays, tried as one more
+    starting point for every curve (bootstrap replicates start from the point fit, so a coarser
+    grid suffices).
+    max_iter/tol: Levenberg-Marquardt caps (the profile of A uses looser ones: it needs the
+    squared error to ~1e-6 of itself, not the parameters to 1e-10).
     Returns a :class:`BatchFit`; ``sse`` is the weighted squared error.
     """
     log_c = np.asarray(log_c, dtype=float)
@@ -276,9 +303,9 @@ def fit_curves_batch(log_c, Y, R0, W=None, fixed_A=None, *, init=None,
     d0, b0, m0 = _grid_init(x, Yc, W, d_hi, fixed_d, b_grid, m_grid, unit_w)
     theta = np.stack([d0, b0, m0], axis=1)
     if init is not None:
-        a_i, b_i, c_i = (float(v) for v in init)
+        a_i, b_i, c_i = (np.broadcast_to(np.asarray(v, float), (R,)) for v in init)
         d_i = np.clip(a_i - R0, 1e-6, d_hi) if fixed_d is None else fixed_d
-        cand = np.column_stack([d_i, np.full(R, b_i), np.full(R, np.log(c_i) - xc)])
+        cand = np.column_stack([d_i, b_i, np.log(c_i) - xc])
         cand[:, 2] = np.clip(cand[:, 2], m_lo, m_hi)
         sse_grid = _weighted_sse(x, Yc, W, theta)
         better = _weighted_sse(x, Yc, W, cand) < sse_grid
@@ -286,7 +313,7 @@ def fit_curves_batch(log_c, Y, R0, W=None, fixed_A=None, *, init=None,
     lo = np.column_stack([np.full(R, 1e-6), np.full(R, b_bounds[0]), np.full(R, m_lo)])
     hi = np.column_stack([d_hi, np.full(R, b_bounds[1]), np.full(R, m_hi)])
     free = np.array([fixed_d is None, True, True])
-    theta, sse, conv = _refine_lm(x, Yc, W, theta, lo, hi, free)
+    theta, sse, conv = _refine_lm(x, Yc, W, theta, lo, hi, free, max_iter, tol)
     eps = 1e-6
     at_b = (theta[:, 1] <= lo[:, 1] + eps) | (theta[:, 1] >= hi[:, 1] - eps)
     at_m = (theta[:, 2] <= m_lo + eps) | (theta[:, 2] >= m_hi - eps)
@@ -294,7 +321,8 @@ def fit_curves_batch(log_c, Y, R0, W=None, fixed_A=None, *, init=None,
             else np.zeros(R, bool))
     at_bound = at_b | at_m | at_d
     return BatchFit(A=R0 + theta[:, 0], B=theta[:, 1], C_mid=np.exp(theta[:, 2] + xc), R0=R0,
-                    sse=sse, converged=conv & ~at_bound, at_bound=at_bound)
+                    sse=sse, converged=conv & ~at_bound, at_bound=at_bound,
+                    mid_low=theta[:, 2] <= m_lo + eps)
 
 
 def estimate_noise(y: np.ndarray) -> float:
@@ -354,6 +382,7 @@ def fit_curve(compute, reward, R0, *, steps=None, window: FitWindow | None = Non
 
     compute/reward: eval points (step-0 point may be included; it is dropped as C = 0).
     R0: the warm-start pass rate. window: optional :class:`FitWindow`. fixed_A: hold A fixed.
+    stderr: per-point eval standard errors (the noise the identification checks use).
     Raises :class:`FitError` for NaN input, too few points, a flat curve, or a bad fixed_A.
     """
     window = window or FitWindow()
@@ -369,17 +398,160 @@ def fit_curve(compute, reward, R0, *, steps=None, window: FitWindow | None = Non
     check_fittable(c, y, R0, stderr=se)
     if fixed_A is not None and not (R0 < fixed_A <= 1.0):
         raise FitError(f"fixed A={fixed_A} must lie in (R0={R0:.4f}, 1]")
+    return finish_fit(c, y, R0, se, None, window.describe(), fixed_A)
+
+
+def finish_fit(c, y, R0, se, run_index, window: str, fixed_A: float | None) -> FitResult:
+    """Fit checked points (pooled over a group's runs: ``run_index`` says which run each point
+    is from) and assess identification; the common end of :func:`fit_curve` and
+    :func:`analysis.bootstrap.fit_curve_data`."""
     res = fit_curves_batch(np.log(c), y[None, :], R0, fixed_A=fixed_A)
     rmse = float(np.sqrt(res.sse[0] / c.size))
-    msg = ""
+    reasons = []
     if res.at_bound[0]:
-        msg = _describe_bound(res, 0)
+        reasons.append(_describe_bound(res, 0))
     elif not res.converged[0]:
-        msg = "optimiser stopped at the iteration cap"
+        reasons.append("optimiser stopped at the iteration cap")
+    ident = assess_identification(c, y, R0, float(res.A[0]), float(res.B[0]),
+                                  float(res.C_mid[0]), stderr=se, run_index=run_index,
+                                  fixed_A=fixed_A, profile=not reasons)
+    if res.at_bound[0]:  # the bound says why; a lack of fit or a saturation adds to it
+        reasons += [r for r in ident["reasons"] if r.startswith(("lack of fit", "saturated"))
+                    and not (r.startswith("saturated") and "lower bound" in reasons[0])]
+    else:
+        reasons += ident["reasons"]
     return FitResult(A=float(res.A[0]), B=float(res.B[0]), C_mid=float(res.C_mid[0]),
-                     R0=float(R0), rmse=rmse, n_points=int(c.size), window=window.describe(),
-                     converged=bool(res.converged[0]), message=msg, fixed_A=fixed_A is not None,
-                     compute_range=(float(c.min()), float(c.max())))
+                     R0=float(R0), rmse=rmse, n_points=int(c.size), window=window,
+                     converged=bool(res.converged[0]), message="; ".join(reasons),
+                     fixed_A=fixed_A is not None,
+                     compute_range=(float(c.min()), float(c.max())),
+                     identified=not reasons, reasons=tuple(reasons),
+                     A_profile=ident["A_profile"], noise=ident["noise"],
+                     lof_ratio=ident["lof_ratio"])
+
+
+def _positions(c: np.ndarray, run_index: np.ndarray) -> np.ndarray:
+    """The rank of each point's compute within its run: runs of one group share the eval
+    schedule, so the j-th eval of every seed is one "step" (their compute differs slightly)."""
+    pos = np.empty(c.size, dtype=int)
+    for r in np.unique(run_index):
+        at = np.flatnonzero(run_index == r)
+        pos[at[np.argsort(c[at], kind="stable")]] = np.arange(at.size)
+    return pos
+
+
+def assess_identification(c, y, R0, A, B, C_mid, *, stderr=None, run_index=None,
+                          fixed_A=None, profile: bool = True) -> dict:
+    """Does the data identify this fit? Returns reasons (empty = identified), the profile
+    interval of A, the noise sd used and the lack-of-fit ratio.
+
+    Checks, each a named reason when it fails:
+
+    * reach: the fitted curve at the last eval has gained >= REACH_FRACTION of A - R0 (the
+      evals pass C_mid); otherwise A is an extrapolation of the rising part.
+    * saturation: at the first eval it has gained <= SATURATED_FRACTION, and the evals see at
+      least MIN_RISE of the rise; otherwise the rise happened before the data and B, C_mid are
+      not identified (A is only the plateau).
+    * lack of fit: the step-mean residuals against the noise (per-point sd = max(median
+      reported eval stderr, pure error across seeds at the same eval)); chi-square p < LOF_P
+      and rms ratio > LOF_RATIO means the curve is not this shape (it rose and collapsed).
+    * profile interval of A: the set of A whose best (B, C_mid) fit raises the squared error by
+      at most chi2_1(PROFILE_LEVEL) * noise^2 (a likelihood-ratio interval with the noise known)
+      must lie inside (R0, 1): if it reaches 1 the data cannot bound the ceiling from above.
+      Computed only when ``profile`` and the other checks pass (it costs ~60 fixed-A fits).
+    """
+    c = np.asarray(c, float)
+    y = np.asarray(y, float)
+    run_index = np.zeros(c.size, int) if run_index is None else np.asarray(run_index)
+    out = {"reasons": [], "A_profile": (float("nan"), float("nan")), "noise": float("nan"),
+           "lof_ratio": float("nan")}
+    gain = A - R0
+    if gain <= 0:
+        out["reasons"].append("A collapsed onto R0: no gain")
+        return out
+    frac = predict_reward(np.array([c.min(), c.max()]), 1.0, B, C_mid, 0.0)
+    if frac[1] < REACH_FRACTION:
+        out["reasons"].append(
+            f"the evals stop at {frac[1]:.0%} of the fitted gain (last C {c.max():.3g} < C_mid "
+            f"{C_mid:.3g}): the data do not reach the curve's midpoint, so A is an extrapolation")
+    if frac[0] > SATURATED_FRACTION or (frac[1] >= REACH_FRACTION
+                                         and frac[1] - frac[0] < MIN_RISE):
+        out["reasons"].append(
+            f"saturated before the first eval ({frac[0]:.0%} of the gain already reached at C "
+            f"{c.min():.3g}, {frac[1] - frac[0]:.0%} of the rise inside the data): B and C_mid "
+            "are not identified, A is only the plateau level")
+    resid = y - predict_reward(c, A, B, C_mid, R0)
+    pos = _positions(c, run_index)
+    T = int(pos.max()) + 1
+    counts = np.bincount(pos, minlength=T).astype(float)
+    rbar = np.bincount(pos, resid, minlength=T) / np.maximum(counts, 1)
+    dof_pe = c.size - int((counts > 0).sum())
+    var_pe = float(((resid - rbar[pos]) ** 2).sum() / dof_pe) if dof_pe > 0 else 0.0
+    eval_sd = (float(np.nanmedian(stderr)) if stderr is not None
+               and np.isfinite(np.asarray(stderr, float)).any() else float("nan"))
+    if np.isfinite(eval_sd):
+        var = max(eval_sd ** 2, var_pe)
+    elif dof_pe > 0:
+        var = var_pe
+    else:
+        var = max(estimate_noise(y[np.argsort(c)]), 1e-3) ** 2
+    var = max(var, 1e-10)
+    out["noise"] = float(np.sqrt(var))
+    chi = float((counts * rbar ** 2).sum() / var)
+    n_par = 2 if fixed_A is not None else 3
+    dof = int((counts > 0).sum()) - n_par
+    out["lof_ratio"] = float(np.sqrt(chi / max((counts > 0).sum(), 1)))
+    if dof > 0:
+        p = float(stats.chi2.sf(chi, dof))
+        if p < LOF_P and out["lof_ratio"] > LOF_RATIO:
+            out["reasons"].append(
+                f"lack of fit: the residuals are {out['lof_ratio']:.1f}x the eval noise sd "
+                f"{np.sqrt(var):.4f} (chi-square p = {p:.1g}): the points do not follow this "
+                "curve (e.g. they rise and then fall)")
+    if fixed_A is None and profile and not out["reasons"]:
+        lo, hi = profile_A(c, y, R0, A, var, PROFILE_LEVEL, sse_hat=float((resid ** 2).sum()),
+                           init=(A, B, C_mid))
+        out["A_profile"] = (lo, hi)
+        d_hi = 1.0 - R0
+        if hi >= 1.0 - 1e-9:
+            out["reasons"].append(
+                f"A's {PROFILE_LEVEL:.0%} profile-likelihood interval [{lo:.3f}, 1] reaches 1: "
+                "the data do not bound the ceiling from above")
+        if lo <= R0 + 0.011 * d_hi:
+            out["reasons"].append(
+                f"A's {PROFILE_LEVEL:.0%} profile-likelihood interval reaches R0 = {R0:.3f}")
+    return out
+
+
+def profile_A(c, y, R0, A_hat, var, level: float = 0.99, sse_hat: float | None = None,
+              init: tuple[float, float, float] | None = None) -> tuple[float, float]:
+    """Profile-likelihood interval of A with the noise variance ``var`` known: the A values
+    (on a grid over (R0, 1], dense around A_hat) whose refit of (B, C_mid) at fixed A raises
+    the squared error by <= chi2_1(level) * var. Returns (lowest, highest) such A (grid
+    values; 1.0 when the top of the range is inside). ``init``: the point fit's (A, B, C_mid),
+    one more start for every fixed-A refit (then a coarser start grid suffices, as for the
+    bootstrap replicates)."""
+    d_hi = 1.0 - R0
+    u_hat = (A_hat - R0) / d_hi
+    u = np.unique(np.clip(np.concatenate([
+        np.linspace(0.0, 1.0, 17)[1:], [0.005, 0.01], u_hat + np.linspace(-0.15, 0.15, 13),
+        u_hat + np.linspace(-0.04, 0.04, 17)]), 0.005, 1.0))
+    grid = R0 + u * d_hi
+    res = fit_curves_batch(np.log(c), np.broadcast_to(y, (grid.size, y.size)), R0, fixed_A=grid,
+                           init=init, max_iter=25, tol=1e-6,
+                           **({"n_b": 6, "n_m": 8} if init is not None else {}))
+    best = float(res.sse.min()) if sse_hat is None else min(float(res.sse.min()), float(sse_hat))
+    excess = res.sse - best - stats.chi2.ppf(level, 1) * var  # <= 0 inside the interval
+    inside = np.flatnonzero(excess <= 0)
+    i_lo, i_hi = inside.min(), inside.max()
+
+    def cross(i_in, i_out):  # linear interpolation of the threshold crossing
+        e_in, e_out = excess[i_in], excess[i_out]
+        return float(grid[i_in] + (grid[i_out] - grid[i_in]) * (-e_in) / (e_out - e_in))
+
+    lo = cross(i_lo, i_lo - 1) if i_lo > 0 else float(grid[0])
+    hi = cross(i_hi, i_hi + 1) if i_hi < grid.size - 1 else float(grid[-1])
+    return lo, hi
 
 
 def _describe_bound(res: BatchFit, i: int) -> str:
@@ -390,5 +562,8 @@ def _describe_bound(res: BatchFit, i: int) -> str:
         return "A collapsed onto R0: no gain"
     if res.A[i] >= 1.0 - 1e-6:
         return "A hit its upper bound 1: the points show no saturation, so A is not identified"
-    return (f"C_mid hit its bound ({res.C_mid[i]:.3g}); the data do not reach the curve's "
+    if res.mid_low[i]:
+        return (f"C_mid hit its lower bound ({res.C_mid[i]:.3g}): the curve saturated before the "
+                "first eval, so B and C_mid are not identified")
+    return (f"C_mid hit its upper bound ({res.C_mid[i]:.3g}); the data do not reach the curve's "
             "midpoint, so A is an extrapolation")

@@ -214,7 +214,8 @@ def fits_table(fits: list[GroupFit]) -> pd.DataFrame:
                      "runs": " ".join(gf.run_ids), **rec})
     cols = ["level", "variant", "scale", "eval_set", "n_runs", "A", "A_lo", "A_hi", "B", "B_lo",
             "B_hi", "C_mid", "C_mid_lo", "C_mid_hi", "R0", "rmse", "n_points", "window",
-            "converged", "boot_method", "boot_n", "boot_at_bound", "message", "runs", "group"]
+            "converged", "identified", "A_prof_lo", "A_prof_hi", "noise", "lof_ratio",
+            "boot_method", "ci_method", "boot_n", "boot_at_bound", "message", "runs", "group"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 

@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-from functools import cmp_to_key
 from itertools import combinations
 
 import numpy as np
@@ -34,41 +33,50 @@ def rank_groups(fits: list[GroupFit], groups: pd.DataFrame, eval_set: str,
     Returns (leaderboard, comparisons): the leaderboard has one row per variant and scale with
     rank, A/B/C_mid and CIs, the final pass rate and its SE; comparisons has one row per pair of
     neighbours with the axis that decided and the eval-set resolution of their final pass rates.
-    Only converged fits are ranked and compared: when the optimiser stopped at a bound (C_mid
-    beyond the data, A at 1, B at a limit) A is an extrapolation, and ordering by it would rank
-    noise. Unconverged fits follow unranked (by A, with the fit's note), then groups whose fit
-    was refused, with the reason.
+    Only identified fits are ranked and compared (:attr:`analysis.fit.FitResult.identified`:
+    a parameter at a bound, evals that stop before C_mid, a curve that saturated before the
+    first eval, a lack of fit or an A interval reaching 1 make A an extrapolation, and ordering
+    by it would rank noise). Every pair of ranked variants is compared with the ScaleRL rule and
+    ranks come from :func:`consistent_ranks`: when the decisions form a cycle its members share
+    a rank and their note says so (no strict order is printed among them). Unidentified fits
+    follow unranked (by A, with the fit's reasons), then groups whose fit was refused.
     """
     board, comps = [], []
     chosen = [g for g in fits if g.level == "group" and g.eval_set == eval_set]
     for scale in sorted({g.scale for g in chosen}, key=scale_sort_key):
         members = [g for g in chosen if g.scale == scale]
         fitted = [g for g in members if g.fit is not None]
-        cache = {}
-
-        def cmp(a: GroupFit, b: GroupFit) -> int:
-            key = (a.variant, b.variant)
-            if key not in cache:
-                cache[key] = compare_fits(a.variant, a.fit, a.windowed, b.variant, b.fit,
-                                          b.windowed, margin)
-            c = cache[key]
-            return 0 if c.winner is None else (-1 if c.winner == a.variant else 1)
-
-        ranked = [g for g in fitted if g.fit.converged]
-        ordered = sorted(sorted(ranked, key=lambda g: -g.fit.A), key=cmp_to_key(cmp))
-        ordered += sorted((g for g in fitted if not g.fit.converged), key=lambda g: -g.fit.A)
+        ranked = sorted((g for g in fitted if g.fit.identified), key=lambda g: -g.fit.A)
+        pairs = {}
+        for a, b in combinations(ranked, 2):
+            pairs[(a.variant, b.variant)] = compare_fits(a.variant, a.fit, a.windowed, b.variant,
+                                                         b.fit, b.windowed, margin)
+        ranks, cycles = consistent_ranks([g.variant for g in ranked],
+                                         {k: c.winner for k, c in pairs.items()})
+        ranked.sort(key=lambda g: (ranks[g.variant], -g.fit.A))
+        ordered = ranked + sorted((g for g in fitted if not g.fit.identified),
+                                  key=lambda g: -g.fit.A)
         ordered += sorted((g for g in members if g.fit is None), key=lambda g: g.variant)
-        for rank, g in enumerate(ordered, start=1):
-            board.append(_board_row(rank if rank <= len(ranked) else None, g, groups, eval_set))
-        for a, b in zip(ordered[:len(ranked)], ordered[1:len(ranked)]):
-            c = compare_fits(a.variant, a.fit, a.windowed, b.variant, b.fit, b.windowed, margin)
+        cycle_of = {v: cyc for cyc in cycles for v in cyc}
+        for g in ordered:
+            row = _board_row(ranks.get(g.variant), g, groups, eval_set)
+            if g.variant in cycle_of:
+                others = ", ".join(v for v in cycle_of[g.variant] if v != g.variant)
+                row["note"] = "; ".join(filter(None, [
+                    f"in a cycle of ScaleRL decisions with {others}: no order among them",
+                    row["note"]]))
+            board.append(row)
+        for a, b in zip(ranked, ranked[1:]):
+            c = pairs.get((a.variant, b.variant)) or pairs[(b.variant, a.variant)]
             fa, fb = (_final(groups, g, eval_set) for g in (a, b))
             mrd = float(resolvable_difference(fa[1], fb[1]))
             diff = fa[0] - fb[0]
             (a_lo, a_hi), (b_lo, b_hi) = (g.boot.ci("A") if g.boot is not None else (np.nan, np.nan)
                                           for g in (a, b))
-            comps.append({"scale": scale, "first": a.variant, "second": b.variant,
+            in_cycle = a.variant in cycle_of and cycle_of[a.variant] == cycle_of.get(b.variant)
+            comps.append({"scale": scale, "first": c.first, "second": c.second,
                           "decided_by": c.decided_by, "winner": c.winner, "delta": c.delta,
+                          "in_cycle": in_cycle,
                           # the rule compares point estimates; do the A intervals separate?
                           "A_cis_overlap": (bool(a_lo <= b_hi and b_lo <= a_hi)
                                             if np.isfinite([a_lo, a_hi, b_lo, b_hi]).all() else None),
@@ -77,6 +85,37 @@ def rank_groups(fits: list[GroupFit], groups: pd.DataFrame, eval_set: str,
                           "final_resolved": bool(abs(diff) >= mrd),
                           "detail": c.describe()})
     return pd.DataFrame(board), pd.DataFrame(comps)
+
+
+def consistent_ranks(variants: list[str], winners: dict[tuple[str, str], str | None]
+                     ) -> tuple[dict[str, int], list[tuple[str, ...]]]:
+    """Ranks from pairwise decisions that never print an order the decisions do not support.
+
+    ``winners`` maps a pair (a, b) to the variant that won (None: undecided). X is above Y when
+    X beats Y directly or through a chain of wins *and* Y does not reach X back; variants that
+    reach each other (a cycle: X > Y > Z > X, possible with ScaleRL's A-then-B rule) share one
+    rank. rank = 1 + the number of variants above. Returns (rank per variant, the cycles as
+    tuples of their members, in input order)."""
+    idx = {v: i for i, v in enumerate(variants)}
+    n = len(variants)
+    reach = np.zeros((n, n), bool)
+    for (a, b), w in winners.items():
+        if w is None:
+            continue
+        loser = b if w == a else a
+        reach[idx[w], idx[loser]] = True
+    for k in range(n):  # transitive closure (Floyd-Warshall on booleans)
+        reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
+    mutual = reach & reach.T
+    above = reach & ~reach.T
+    ranks = {v: 1 + int(above[:, i].sum()) for v, i in idx.items()}
+    cycles, seen = [], set()
+    for v, i in idx.items():
+        if mutual[i, i] and v not in seen:
+            members = tuple(u for u, j in idx.items() if mutual[i, j])
+            seen.update(members)
+            cycles.append(members)
+    return ranks, cycles
 
 
 def _final(groups: pd.DataFrame, g: GroupFit, eval_set: str) -> tuple[float, float]:
@@ -98,6 +137,7 @@ def _board_row(rank, g: GroupFit, groups: pd.DataFrame, eval_set: str) -> dict:
     rec["R0"] = g.fit.R0 if g.fit else np.nan
     rec["rmse"] = g.fit.rmse if g.fit else np.nan
     rec["converged"] = bool(g.fit.converged) if g.fit else False
+    rec["identified"] = bool(g.fit.identified) if g.fit else False
     rec["ci_method"] = g.boot.method if g.boot is not None else ""
     rec["note"] = "; ".join(filter(None, [g.fit.message if g.fit else "", g.notes]))
     return rec

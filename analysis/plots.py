@@ -134,7 +134,7 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
     for (ax_a, ax_b), scale in zip(axes, scales):
         b = board[board["scale"] == scale].sort_values("rank", na_position="last")
         y = np.arange(len(b))[::-1]
-        conv = b["converged"].fillna(False).astype(bool).to_numpy() if "converged" in b else \
+        conv = b["identified"].fillna(False).astype(bool).to_numpy() if "identified" in b else \
             np.ones(len(b), bool)
         for ax, name in ((ax_a, "A"), (ax_b, "B")):
             val = b[name].to_numpy(float)
@@ -154,12 +154,12 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
         ax_a.set_xlim(0, 1)
         if (b["B"] > 0).any():
             ax_b.set_xscale("log")
-        if (b["A"].notna() & conv).any():  # the band marks the best ranked (converged) A
+        if (b["A"].notna() & conv).any():  # the band marks the best ranked (identified) A
             best = b["A"][conv].max()
             ax_a.axvspan(best - margin, best + margin, color="orange", alpha=0.15,
                          label=f"best A +- {margin}")
             if (~conv & b["A"].notna().to_numpy()).any():
-                ax_a.plot([], [], "o", mfc="white", color="C0", label="not converged (unranked)")
+                ax_a.plot([], [], "o", mfc="white", color="C0", label="not identified (unranked)")
             legend = ax_a.get_legend_handles_labels()  # drawn once, under the panels
         else:
             for ax in (ax_a, ax_b):

@@ -49,6 +49,7 @@ class AnalysisOptions:
     scale_col: str | None = None
     per_run: bool = True
     reference: str = REFERENCE
+    calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
 
 
 @dataclass
@@ -161,11 +162,20 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
+    calibration = pd.DataFrame()
+    if opt.calibrate > 0:
+        from analysis.calibrate import NoiseModel, calibrate, schedule_from_results
+        r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
+        noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
+        calibration = calibrate(schedule_from_results(runs, results.evals, primary), noise,
+                                opt.calibrate, opt.seed, opt.margin, opt.reference)
+        calibration.attrs["noise"] = noise
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
-              "inversions": flips, "effects": effects, "claims": claims}
+              "inversions": flips, "effects": effects, "claims": claims,
+              "calibration": calibration}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
-                 "claims"):
+                 "claims") + (("calibration",) if len(calibration) else ()):
         tables[name].to_csv(out / f"{name}.csv", index=False)
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
@@ -230,7 +240,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     r.p(_finals_note(results, t["finals"]))
     r.h(f"Leaderboard ({primary})")
     cols = ["scale", "rank", "variant", "n_runs", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi",
-            "C_mid", "R0", "final", "final_se", "converged", "ci_method", "note"]
+            "C_mid", "R0", "final", "final_se", "identified", "ci_method", "note"]
     r.table(t["leaderboard"].reindex(columns=cols))
     r.image(figures["leaderboard"], "Asymptote A and exponent B with 95% CIs, per scale")
     r.h("Comparisons (ScaleRL rule)")
@@ -288,7 +298,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.p("Only one model scale: no cross-scale ranking.")
         else:
             ranks, taus = rank_gains_across_scales(t["gains"], primary)
-            r.p(f"Ranked (converged) fits exist at {len(fitted)} of {len(scales)} scales"
+            r.p(f"Ranked (identified) fits exist at {len(fitted)} of {len(scales)} scales"
                 + (f" ({', '.join(map(str, fitted))})" if fitted else "")
                 + f", so the ranking across scales is by the gain on {primary} at matched training "
                 "(1 = largest; ties share the better rank). Whether neighbouring gains differ by "
@@ -297,6 +307,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     _claims_section(r, t["claims"])
+    _calibration_section(r, t["calibration"], opt)
     _problems_section(r, runs, t["fits"], results.issues)
     return r
 
@@ -311,10 +322,12 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
     r.p(f"Every variant against `{opt.reference}` at the same scale. `choices` lists the "
         "algorithm keys that differ. dA = A(variant) - A(reference) and B_ratio = B(variant) / "
         "B(reference), with 95% CIs from the two groups' bootstrap replicates. Verdict: *moved A* "
-        f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if A did not move and "
-        "the B_ratio interval excludes 1; otherwise *not resolved* (the runs cannot tell), and "
-        "always when either fit did not converge (C_mid or B at a bound: the data do not reach "
-        "the curve's midpoint, so A is an extrapolation and its bootstrap interval is not one). "
+        f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if the B_ratio "
+        f"interval excludes 1 and the dA interval lies inside +-{opt.margin} (A shown not to "
+        "move); *moved B, A not resolved* if B moved and A is neither; *no effect* if dA lies "
+        f"inside +-{opt.margin} and B_ratio inside x1.25; otherwise *not resolved* (the runs "
+        "cannot tell), and always when either fit is not identified (see the leaderboard notes: "
+        "A is then an extrapolation and its bootstrap interval is not one). "
         f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}.")
     r.table(effects)
 
@@ -327,6 +340,26 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         "it needs are missing).")
     for rec in claims.to_dict("records"):
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**. {rec['evidence']}")
+
+
+def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
+    r.h("How far each verdict can be trusted (calibration by simulation)")
+    if cal is None or cal.empty:
+        r.p("Not calibrated in this run (`--calibrate 0`); `rlablate calibrate SPEC.yaml` "
+            "prints the table for a sweep spec.")
+        return
+    from analysis.calibrate import describe
+    fp = cal[cal["kind"] == "false positive"]
+    bad = fp[fp["lo"] > 0.05]
+    r.p(f"{opt.calibrate} simulated sweeps per cell with this study's own schedule (each group's "
+        "last step, eval interval, seeds and eval size), analysed with the same fits and verdict "
+        "functions as this report. *false positive*: how often the verdict is given when its "
+        "truth does not hold (the worst truth tried); *power*: how often it is given when it "
+        "does. 95% Clopper-Pearson intervals. "
+        + describe(cal.attrs.get("noise"), opt.margin) + f" {len(fp) - len(bad)} of {len(fp)} "
+        "false-positive rates are <= 5% within their interval"
+        + (f"; above: {', '.join(bad['verdict'])}." if len(bad) else "."))
+    r.table(cal)
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:

@@ -5,6 +5,7 @@
     rlablate presets                               the algorithm presets x their axis values
     rlablate choices                               list every design-choice axis and its values
     rlablate analyze RESULTS_DIR                   fit curves, write the report
+    rlablate calibrate SPEC.yaml                   false-positive rate and power of every verdict
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
     rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
 
@@ -202,6 +203,16 @@ def _run_analyze(args) -> int:
     return run_analyze(args)
 
 
+def _add_calibrate(sub) -> None:
+    from analysis.cli import add_calibrate_parser
+    add_calibrate_parser(sub)
+
+
+def _run_calibrate(args) -> int:
+    from analysis.cli import run_calibrate
+    return run_calibrate(args)
+
+
 COMMANDS.add("train", Command(_add_train, _run_train))
 COMMANDS.add("config", Command(_add_config, _run_config))
 COMMANDS.add("presets", Command(_add_presets, _run_presets))
@@ -209,6 +220,7 @@ COMMANDS.add("choices", Command(_add_choices, _run_choices))
 COMMANDS.add("sweep", _sweep_wing("sweep"))
 COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
+COMMANDS.add("calibrate", Command(_add_calibrate, _run_calibrate))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -128,3 +128,26 @@ def test_inflation_factor_values():
     assert res.inflation() == pytest.approx(4.303 / 1.96 * np.sqrt(1.5), rel=1e-3)
     res = BootstrapResult("items", np.zeros(3), np.zeros(3), np.zeros(3), 3, 0, n_units=10_000)
     assert res.inflation() == pytest.approx(1.0, abs=1e-3)
+
+
+def test_two_seed_intervals_stay_inside_R0_and_1():
+    """Two seeds: the seed bootstrap has 3 distinct replicates and the small-sample widening is
+    x9.2, which pushed the old A interval below 0 (reference fits.csv: 16 rows with A_lo < 0).
+    Widened in logit((A - R0) / (1 - R0)) it stays in (R0, 1) and says how it was made."""
+    from analysis.fit import predict_reward
+    c = np.linspace(1, 40, 20)
+    runs = []
+    for s, a in enumerate((0.50, 0.66)):
+        y = predict_reward(c, a, 1.5, 8.0, 0.24) + np.random.default_rng(s).normal(0, 0.01, 20)
+        runs.append(RunCurve(f"s{s}", np.arange(1, 21), c, y, np.full(20, 0.01), 0.24, 0.01))
+    curve = CurveData("two", runs)
+    point = fit_curve_data(curve)
+    boot = bootstrap_fit(curve, 1000, method="seeds", seed=0, point=point)
+    assert boot.inflation() == pytest.approx(9.2, rel=0.02)
+    assert len(np.unique(np.round(boot.A, 12))) == 3  # (2,0), (1,1), (0,2)
+    lo, hi = boot.ci("A")
+    assert 0.24 < lo < point.A < hi < 1.0
+    assert "logit" in boot.ci_method and "x9.2" in boot.ci_method
+    # the old rule (widen A linearly, cap at 1) leaves the domain on the same replicates
+    q_lo, mid = np.quantile(boot.A, [0.025, 0.5])
+    assert mid + boot.inflation() * (q_lo - mid) < 0.24

@@ -7,7 +7,7 @@ import pytest
 from analysis.bootstrap import CurveData, RunCurve, fit_curve_data
 from analysis.compare import (check_extrapolation, compare_fits, mark_resolution,
                               resolvable_difference)
-from analysis.fit import predict_reward
+from analysis.fit import FitWindow, predict_reward
 from analysis.leaderboard import rank_across_scales, spread_of_gains
 
 R0 = 0.3
@@ -149,3 +149,42 @@ def test_rank_by_gain_across_scales_when_fits_cannot_rank():
     assert r["tiny-0.3m"].tolist() == [3, 1, 2] and r["tiny-1m"].tolist() == [1, 2, 3]
     # orders (b, c, a) vs (a, b, c): one concordant pair of three -> tau = -1/3
     assert taus.iloc[0]["kendall_tau"] == pytest.approx(-1 / 3) and taus.iloc[0]["n_variants"] == 3
+
+
+def test_cycle_of_scalerl_decisions_gets_no_strict_order():
+    """X beats Y on B (A within the margin), Z beats X on A (dA >= margin), Y beats Z on B:
+    a cycle. The three share rank 1 and say so; a fourth variant below all of them is #4."""
+    from analysis.leaderboard import consistent_ranks
+    winners = {("X", "Y"): "X", ("X", "Z"): "Z", ("Y", "Z"): "Y",
+               ("W", "X"): "X", ("W", "Y"): "Y", ("W", "Z"): "Z"}
+    ranks, cycles = consistent_ranks(["X", "Y", "Z", "W"], winners)
+    assert ranks == {"X": 1, "Y": 1, "Z": 1, "W": 4}
+    assert cycles == [("X", "Y", "Z")]
+    ranks, cycles = consistent_ranks(["X", "Y", "Z"], {("X", "Y"): "X", ("Y", "Z"): "Y",
+                                                       ("X", "Z"): "X"})
+    assert ranks == {"X": 1, "Y": 2, "Z": 3} and cycles == []
+    ranks, _ = consistent_ranks(["X", "Y"], {("X", "Y"): None})  # undecided: tied
+    assert ranks == {"X": 1, "Y": 1}
+
+
+def test_non_transitive_triple_from_real_fits_is_flagged_in_the_leaderboard():
+    """Noise-free curves built so that the ScaleRL rule cycles: A_Y = 0.60, A_X = 0.59,
+    A_Z = 0.611 (X-Y and Y-Z within 0.02, Z-X = 0.021), B_X 3.0 > B_Y 2.0 > B_Z 1.2."""
+    from analysis.bootstrap import CurveData, RunCurve, fit_curve_data, window_curve
+    from analysis.groups import GroupFit
+    from analysis.leaderboard import rank_groups
+    c = np.linspace(1, 40, 40)
+    fits = []
+    for name, a, b in (("X", 0.59, 3.0), ("Y", 0.60, 2.0), ("Z", 0.611, 1.2)):
+        y = predict_reward(c, a, b, 8.0, 0.3)
+        curve = CurveData(name, [RunCurve(name, np.arange(1, 41), c, y, np.full(40, 0.003),
+                                          0.3, 0.003)])
+        g = GroupFit("group", name, "1m", "in_dist", curve, window_curve(curve, FitWindow()))
+        g.fit = fit_curve_data(g.windowed)
+        assert g.fit.identified, g.fit.message
+        fits.append(g)
+    groups = pd.DataFrame(columns=["variant", "scale", "eval_set", "final", "final_se"])
+    board, comps = rank_groups(fits, groups, "in_dist")
+    assert board["rank"].tolist() == [1, 1, 1]
+    assert all("cycle of ScaleRL decisions" in n for n in board["note"])
+    assert comps["in_cycle"].all()

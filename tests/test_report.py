@@ -37,7 +37,7 @@ def analysed(tmp_path_factory):
     parser = argparse.ArgumentParser(prog="rlablate")
     add_analyze_parser(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["analyze", str(root), "--out", str(out), "--bootstrap", "200",
-                              "--seed", "1"])
+                              "--seed", "1", "--calibrate", "30"])
     assert args.func is run_analyze
     assert run_analyze(args) == 0
     return out
@@ -129,3 +129,11 @@ def test_python_dash_m_analysis_and_clear_errors(tmp_path):
     from analysis.cli import main
     assert main([str(tmp_path / "missing")]) == 2
     assert main([str(root), "--by", "no.such.axis", "--out", str(tmp_path / "o2")]) == 2
+
+
+def test_the_report_carries_the_calibration_table(analysed):
+    text = (analysed / "report.md").read_text()
+    assert "How far each verdict can be trusted" in text and "30 simulated sweeps" in text
+    cal = pd.read_csv(analysed / "calibration.csv")
+    assert {"moved A", "only B", "no effect", "claim 4 reproduces"} <= set(cal["verdict"])
+    assert (cal["n_sweeps"] == 30).all()

@@ -1,0 +1,539 @@
+"""Calibration by simulation: how often each verdict of the report is wrong, for one sweep spec.
+
+``rlablate calibrate sweeps/demo.yaml`` simulates many sweeps with the spec's own schedule (each
+group's train.steps, eval.every, seeds and eval-set size) and the noise the project measures, under
+null truths (nothing differs) and alternative truths (an effect of a stated size), runs every
+simulated sweep through the *same* verdict functions the report uses
+(:func:`analysis.claims.effect_verdict`, ``claim1_verdict`` ... ``claim4_verdict``, the fits of
+:mod:`analysis.bootstrap`), and reports for every verdict its false-positive rate (a verdict given
+when its truth does not hold) and its power (given when it does), each with a 95% Clopper-Pearson
+interval. A false-positive rate is the largest over the truths where the verdict is false.
+
+Noise model (:class:`NoiseModel`, every number a flag):
+
+* eval: a fixed item set of ``n_items`` items (the spec's eval.<set>.n_items, default 256) with
+  ``k`` samples each (default 4); item i's success probability moves from its own start to its
+  own ceiling along the shared ScaleRL sigmoid (as :mod:`analysis.synth`), so pass rates carry
+  the binomial noise of the harness's evals; the reported stderr is sd(per-item)/sqrt(N) as the
+  harness logs it. The step-0 eval (R0) is shared by all runs of a scale (one warm start, a fixed
+  eval seed).
+* seeds: each run's ceiling is shifted by N(0, seed_sd_A) and its B scaled by
+  exp(N(0, seed_sd_logB)).
+* compute is proportional to the step; C_mid = mid_frac x the reference group's train.steps.
+* claims 1 and 2: per-step series with a per-run random level/growth (seed sd) and per-step
+  noise; claim 4: per-run gains at matched training with a seed sd and the eval noise of a pass
+  rate, algorithm effects drawn with a stated spread per eval set.
+
+The spec is read here (``analysis`` never imports ``harness``): ``set``, ``grid`` (its
+``algo.preset`` and ``model.scale``), ``zip``, ``exclude``, ``include`` and ``seeds``, plus the
+base config's ``train.steps`` / ``eval.every`` / eval-set sizes when the base is a YAML file. That
+is enough for the schedule; it is not the harness's expansion (no config validation).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats
+
+from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
+from analysis.claims import (B_MARGIN, claim1_verdict, claim2_verdict, claim3_verdict,
+                             claim4_verdict, effect_intervals, effect_verdict)
+from analysis.compare import DEFAULT_MARGIN
+from analysis.fit import FitError, predict_reward
+
+#: the harness's defaults (harness/config.py) for keys a spec may leave out
+HARNESS_DEFAULTS = {"train.steps": 150, "eval.every": 10, "eval.in_dist.n_items": 256,
+                    "eval.in_dist.k": 4, "eval.held_out.n_items": 256, "eval.held_out.k": 4,
+                    "model.scale": "tiny-1m", "algo.preset": "grpo"}
+REFERENCE = "grpo"
+
+
+# ------------------------------------------------------------------------------------------------
+# The spec's schedule
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Group:
+    """One variant at one scale as the spec runs it."""
+
+    variant: str  # preset, or preset+key=value for an ablation (as analysis.load labels it)
+    scale: str
+    steps: int
+    every: int
+    seeds: int
+    n_items: int = 256
+    k: int = 4
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in (d or {}).items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(_flat(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def _label(point: dict, base_preset: str) -> str:
+    preset = point.get("algo.preset", base_preset)
+    extra = sorted(k for k in point if k.startswith("algo.") and k != "algo.preset")
+    def short(v):
+        return f"{v:g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
+    return str(preset) + "".join(f"+{k[5:]}={short(point[k])}" for k in extra)
+
+
+def read_schedule(spec_path: str | Path) -> tuple[str, list[Group]]:
+    """(sweep name, groups) of a sweep spec: every distinct (variant, scale) with its steps,
+    eval interval, number of seeds and in-distribution eval size (see the module docstring)."""
+    path = Path(spec_path)
+    spec = yaml.safe_load(path.read_text())
+    if not isinstance(spec, dict):
+        raise FitError(f"{path}: not a sweep spec (a YAML mapping)")
+    base = dict(HARNESS_DEFAULTS)
+    if isinstance(spec.get("base"), str) and spec["base"].endswith((".yaml", ".yml")):
+        base_path = (path.parent / spec["base"])
+        if base_path.exists():
+            base.update(_flat(yaml.safe_load(base_path.read_text()) or {}))
+    elif isinstance(spec.get("base"), str):
+        base["algo.preset"] = spec["base"]
+    base.update(_flat(spec.get("set") or {}))
+    seeds = spec.get("seeds", [0])
+    n_seeds = seeds if isinstance(seeds, int) else len(seeds)
+    axes = [[{k: v} for v in (vals if isinstance(vals, list) else [vals])]
+            for k, vals in (spec.get("grid") or {}).items()]
+    for group in spec.get("zip") or []:
+        keys = list(group)
+        axes.append([dict(zip(keys, vals)) for vals in zip(*(group[k] for k in keys))])
+    points = [dict(itertools.chain.from_iterable(d.items() for d in combo))
+              for combo in itertools.product(*axes)] if axes else [{}]
+
+    def matches(point, rule):
+        return all(point.get(k) in (v if isinstance(v, list) else [v]) for k, v in rule.items())
+
+    points = [p for p in points if not any(matches(p, r) for r in spec.get("exclude") or [])]
+    points += [dict(p) for p in spec.get("include") or []]
+    groups = {}
+    for p in points:
+        cfg = {**base, **p}
+        algo_point = {k: v for k, v in p.items() if k.startswith("algo.")}
+        g = Group(variant=_label(algo_point, base["algo.preset"]), scale=str(cfg["model.scale"]),
+                  steps=int(cfg["train.steps"]), every=int(cfg["eval.every"]), seeds=n_seeds,
+                  n_items=int(cfg.get("eval.in_dist.n_items", 256)),
+                  k=int(cfg.get("eval.in_dist.k", 4)))
+        groups.setdefault((g.variant, g.scale), g)
+    return str(spec.get("name", path.stem)), list(groups.values())
+
+
+# ------------------------------------------------------------------------------------------------
+# Noise model and simulation
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class NoiseModel:
+    """The simulated truth and noise (defaults: the demo's scale, see LOG.md issue 15)."""
+
+    R0: float = 0.24  # warm-start pass rate in-distribution (demo: 0.238)
+    A: float = 0.55  # reference ceiling (demo GRPO pooled fit: 0.55)
+    B: float = 0.9  # reference exponent (demo GRPO: 0.90)
+    mid_frac: float = 0.3  # C_mid as a fraction of the reference group's steps
+    seed_sd_A: float = 0.01  # seed-to-seed sd of the ceiling (ScaleRL: +-0.015 over 3 runs)
+    seed_sd_logB: float = 0.1  # seed-to-seed sd of log B
+    item_spread: float = 0.15  # sd of item starts / ceilings around R0 / A
+    effect_A: float = 0.05  # alternative truth "moved A": dA (2.5 x the 0.02 margin)
+    effect_B: float = 1.5  # alternative truth "only B": B ratio
+    # claims 1 and 2 (per-step training series)
+    len_growth: float = 2.0  # GRPO's growth of incorrect-response length over the run (tokens)
+    len_seed_sd: float = 1.0  # per-run sd of that growth
+    len_step_sd: float = 1.0  # per-step noise of the mean length
+    entropy_effect: float = 0.05  # clip-higher's entropy gain (nats) under the alternative
+    entropy_seed_sd: float = 0.03
+    entropy_step_sd: float = 0.02
+    # claim 4 (per-run gains at matched training)
+    spread: float = 0.05  # sd of the algorithms' true gains (both sets under the null)
+    spread_alt_held_out: float = 0.01  # held-out spread under the alternative
+    gain_seed_sd: float = 0.01
+
+
+def _sigmoid_frac(steps, B, c_mid):
+    return predict_reward(np.asarray(steps, float), 1.0, B, c_mid, 0.0)
+
+
+class Simulator:
+    """Draws sweeps: a fixed item set per simulated sweep (shared by every run), R0 shared by
+    the runs of a scale, per-run seed effects, binomial eval noise."""
+
+    def __init__(self, noise: NoiseModel, n_items: int, k: int, rng: np.random.Generator):
+        self.noise, self.n_items, self.k, self.rng = noise, n_items, k, rng
+
+    def items(self, A: float, R0: float):
+        """Item starts and ceilings centred on (R0, A) (analysis.synth.draw_items)."""
+        from analysis.synth import CurveSpec, draw_items
+        r0_i, a_i = draw_items(CurveSpec(A, 1.0, 1.0, R0), self.n_items, self.rng,
+                               self.noise.item_spread)
+        r0_i = np.clip(r0_i, 0.0, 1.0)
+        return r0_i, np.clip(a_i, r0_i, 1.0)
+
+    def group(self, label: str, g: Group, r0_i, a_i, r0_obs, B: float, c_mid: float,
+              dA: float = 0.0) -> CurveData:
+        nz, rng = self.noise, self.rng
+        steps = np.arange(g.every, g.steps + 1, g.every)
+        runs = []
+        for s in range(g.seeds):
+            shift = dA + rng.normal(0, nz.seed_sd_A)
+            a_s = np.clip(a_i + shift, r0_i, 1.0)
+            b_s = B * np.exp(rng.normal(0, nz.seed_sd_logB))
+            frac = _sigmoid_frac(steps, b_s, c_mid)
+            p = np.clip(r0_i[None, :] + (a_s - r0_i)[None, :] * frac[:, None], 0, 1)
+            correct = rng.binomial(self.k, p) / self.k
+            runs.append(RunCurve(f"{label}-s{s}", steps, steps.astype(float),
+                                 correct.mean(1), correct.std(1, ddof=1) / np.sqrt(self.n_items),
+                                 r0_obs[0], r0_obs[1]))
+        return CurveData(label, runs)
+
+    def r0(self, r0_i):
+        correct = self.rng.binomial(self.k, r0_i) / self.k
+        return float(correct.mean()), float(correct.std(ddof=1) / np.sqrt(correct.size))
+
+
+def _fit(curve: CurveData, n_boot: int, seed: int):
+    try:
+        fit = fit_curve_data(curve)
+    except FitError:
+        return None, None
+    if not fit.identified:
+        return fit, None
+    try:
+        return fit, bootstrap_fit(curve, n_boot, seed=seed, point=fit)
+    except FitError:
+        return fit, None
+
+
+def _effect(ref, var, margin):
+    (f_r, b_r), (f_v, b_v) = ref, var
+    if f_r is None or f_v is None:
+        return "not resolved (fit refused)"
+    if not (f_r.identified and f_v.identified):
+        return effect_verdict(0, (np.nan, np.nan), (np.nan, np.nan), False, margin)
+    a_ci, b_ci = effect_intervals(b_v, b_r)
+    return effect_verdict(f_v.A - f_r.A, a_ci, b_ci, True, margin)
+
+
+# ------------------------------------------------------------------------------------------------
+# Cells
+# ------------------------------------------------------------------------------------------------
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval of a rate k / n."""
+    a = (1 - level) / 2
+    lo = stats.beta.ppf(a, k, n - k + 1) if k > 0 else 0.0
+    hi = stats.beta.ppf(1 - a, k + 1, n - k) if k < n else 1.0
+    return float(lo), float(hi)
+
+
+def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed: int,
+                 margin: float = DEFAULT_MARGIN, n_boot: int = 1000) -> dict[str, list[str]]:
+    """Verdicts of ``var`` vs ``ref`` over ``n_sweeps`` simulated sweeps under each truth:
+    null (same curve), A (dA = effect_A), B (B x effect_B), edge (dA = margin, the boundary of
+    "no effect"). The reference group is simulated once per sweep and shared by the truths."""
+    rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
+    sim = Simulator(noise, ref.n_items, ref.k, rng)
+    c_mid = noise.mid_frac * ref.steps
+    truths = {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
+              "edge": (margin, 1.0)}
+    out = {t: [] for t in truths}
+    for i in range(n_sweeps):
+        r0_i, a_i = sim.items(noise.A, noise.R0)
+        r0_obs = sim.r0(r0_i)
+        ref_fit = _fit(sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, c_mid), n_boot, i)
+        for name, (dA, b_ratio) in truths.items():
+            if ref_fit[0] is None or not ref_fit[0].identified:
+                out[name].append(_effect(ref_fit, ref_fit, margin))  # decided by the reference
+                continue
+            v = _fit(sim.group("var", var, r0_i, a_i, r0_obs, noise.B * b_ratio, c_mid, dA),
+                     n_boot, i)
+            out[name].append(_effect(ref_fit, v, margin))
+    return out
+
+
+def _series(rng, n_runs, steps, level, growth, seed_sd_growth, step_sd, seed_sd_level=0.0):
+    """Per-step values of n_runs runs: level + per-run offset + growth * step / steps + noise."""
+    t = np.arange(1, steps + 1)
+    g = growth + rng.normal(0, seed_sd_growth, n_runs)
+    lv = level + rng.normal(0, seed_sd_level, n_runs)
+    return lv[:, None] + g[:, None] * t[None, :] / steps + rng.normal(0, step_sd, (n_runs, steps))
+
+
+def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], how: str,
+                 steps: int) -> pd.DataFrame:
+    """The per-run trend table of simulated series, computed as
+    :func:`analysis.claims.run_trend` does (``tests/test_calibrate.py`` checks they agree)."""
+    n = steps
+    q = max(n // 4, 1)
+    rows = {"run_id": [], "variant": [], "scale": [], "seed": [], "value": []}
+    for variant, v in values.items():
+        vals = (v[:, -q:].mean(1) - v[:, :q].mean(1)) if how == "change" else v[:, n // 2:].mean(1)
+        for j, (scale, seed) in enumerate(pairs):
+            rows["run_id"].append(f"{variant}-{scale}-{seed}")
+            rows["variant"].append(variant)
+            rows["scale"].append(scale)
+            rows["seed"].append(seed)
+            rows["value"].append(float(vals[j]))
+    return pd.DataFrame(rows)
+
+
+def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
+                  seed: int, claim: str = "claim 1") -> dict[str, list[str]]:
+    """Claim 1 or 2 under its null and alternative, ``pairs`` = the (scale, seed) pairs both
+    compared variants have, over ``steps`` common steps. Claim 1 null: both variants' incorrect
+    responses grow by len_growth (Dr. GRPO stops nothing); alternative: Dr. GRPO's stay flat.
+    Claim 2 null: equal entropy; alternative: clip-higher + entropy_effect."""
+    rng = np.random.default_rng([seed, 1 if claim == "claim 1" else 2])
+    n = len(pairs)
+    out = {"null": [], "alt": []}
+    nz = noise
+    for _ in range(n_sweeps):
+        if claim == "claim 1":
+            for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
+                vals = {"grpo": _series(rng, n, steps, 20.0, nz.len_growth, nz.len_seed_sd,
+                                        nz.len_step_sd),
+                        "dr_grpo": _series(rng, n, steps, 20.0, dr_growth, nz.len_seed_sd,
+                                           nz.len_step_sd)}
+                out[truth].append(claim1_verdict(_trend_frame(vals, pairs, "change", steps),
+                                                 "grpo", "dr_grpo")[0])
+        else:
+            for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
+                vals = {"grpo": _series(rng, n, steps, 0.7, 0.0, 0.0, nz.entropy_step_sd,
+                                        nz.entropy_seed_sd),
+                        "clip": _series(rng, n, steps, 0.7 + effect, 0.0, 0.0,
+                                        nz.entropy_step_sd, nz.entropy_seed_sd)}
+                out[truth].append(claim2_verdict(_trend_frame(vals, pairs, "late_mean", steps),
+                                                 "clip", "grpo")[0])
+    return out
+
+
+def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n_items: int,
+                 k: int, n_sweeps: int, seed: int) -> dict[str, list[str]]:
+    """Claim 4 under equal true spreads (null, both ``spread``), no differences at all (zero) and
+    the alternative (held-out spread ``spread_alt_held_out``). ``presets``: scale -> the preset
+    names at that scale."""
+    rng = np.random.default_rng([seed, 4])
+    nz = noise
+    se_eval = {s: np.sqrt(max(p * (1 - p), 0.05) / (k * n_items)) for s, p in
+               (("in_dist", nz.R0 + 0.07), ("held_out", nz.R0 / 2 + 0.04))}
+    truths = {"null": (nz.spread, nz.spread), "zero": (0.0, 0.0),
+              "alt": (nz.spread, nz.spread_alt_held_out)}
+    cols = {"variant": [], "scale_value": [], "eval_set": []}
+    sizes = []
+    for scale, names in presets.items():
+        for es in ("in_dist", "held_out"):
+            for name in names:
+                for _ in range(seeds):
+                    cols["variant"].append(name)
+                    cols["scale_value"].append(scale)
+                    cols["eval_set"].append(es)
+            sizes.append((es, len(names)))
+    frame = pd.DataFrame(cols)
+    out = {t: [] for t in truths}
+    for _ in range(n_sweeps):
+        for truth, (sp_in, sp_ho) in truths.items():
+            finals, r0s = [], []
+            for es, n_alg in sizes:
+                # fixed effects: these algorithms' true gains have exactly this spread (sd)
+                z = rng.normal(0, 1, n_alg)
+                z = (z - z.mean()) / z.std(ddof=1)
+                mu = (sp_in if es == "in_dist" else sp_ho) * z
+                r0 = rng.normal(0, se_eval[es])  # one warm start: R0 shared by the scale
+                noise_runs = (rng.normal(0, nz.gain_seed_sd, (n_alg, seeds))
+                              + rng.normal(0, se_eval[es], (n_alg, seeds)))
+                finals.append((0.07 + mu[:, None] + noise_runs).ravel())
+                r0s.append(np.full(n_alg * seeds, r0))
+            fin = frame.assign(final=np.concatenate(finals), r0=np.concatenate(r0s))
+            out[truth].append(claim4_verdict(fin, "in_dist", "held_out")[0])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The table
+# ------------------------------------------------------------------------------------------------
+def _rate(verdicts: list[str], pred) -> tuple[int, int]:
+    return sum(bool(pred(v)) for v in verdicts), len(verdicts)
+
+
+def _row(verdict: str, setting: str, kind: str, truth: str, hits: int, n: int) -> dict:
+    lo, hi = clopper_pearson(hits, n)
+    return {"verdict": verdict, "setting": setting, "kind": kind, "truth": truth, "n_sweeps": n,
+            "rate": hits / n if n else np.nan, "lo": lo, "hi": hi}
+
+
+def _worst(verdict, setting, cells: dict[str, list[str]], false_truths, pred) -> dict:
+    """The false-positive row: the truth (among ``false_truths``) with the highest rate."""
+    rates = {t: _rate(cells[t], pred) for t in false_truths}
+    t = max(rates, key=lambda x: rates[x][0])
+    return _row(verdict, setting, "false positive", t, *rates[t])
+
+
+def effect_rows(setting: str, cells: dict[str, list[str]]) -> list[dict]:
+    def moved_a(v):
+        return v.startswith("moved A")
+
+    def only_b(v):
+        return v == "only B"
+
+    def no_effect(v):
+        return v == "no effect"
+
+    return [_worst("moved A", setting, cells, ("null", "B"), moved_a),
+            _row("moved A", setting, "power", "A", *_rate(cells["A"], moved_a)),
+            _worst("only B", setting, cells, ("null", "A", "edge"), only_b),
+            _row("only B", setting, "power", "B", *_rate(cells["B"], only_b)),
+            _worst("no effect", setting, cells, ("A", "B", "edge"), no_effect),
+            _row("no effect", setting, "power", "null", *_rate(cells["null"], no_effect))]
+
+
+def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: int = 500,
+              seed: int = 0, margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
+              n_boot: int = 1000, progress=None) -> pd.DataFrame:
+    """The calibration table of a schedule (:func:`read_schedule`): one row per verdict, setting
+    and kind (false positive / power) with the rate over ``n_sweeps`` simulated sweeps and its
+    95% Clopper-Pearson interval. Settings are the distinct (reference, variant) schedules of the
+    design-choice comparisons, then the claims."""
+    noise = noise or NoiseModel()
+    by_scale: dict[str, dict[str, Group]] = {}
+    for g in groups:
+        by_scale.setdefault(g.scale, {})[g.variant] = g
+    rows = []
+    pairs: dict[tuple, list[str]] = {}
+    filt: list[tuple] = []
+    for scale, members in by_scale.items():
+        ref = members.get(reference)
+        if ref is None:
+            continue
+        for name, g in members.items():
+            if name == reference:
+                continue
+            key = (ref.steps, ref.every, g.steps, g.every, ref.seeds, g.seeds, ref.n_items, ref.k)
+            pairs.setdefault(key, []).append(f"{name} @ {scale}")
+            if name.startswith(reference + "+group_filter"):
+                filt.append(key)
+    results = {}
+    for key, who in pairs.items():
+        r_steps, r_every, v_steps, v_every, r_seeds, v_seeds, n_items, k = key
+        ref = Group(reference, "", r_steps, r_every, r_seeds, n_items, k)
+        var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
+        t0 = time.perf_counter()
+        cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot)
+        results[key] = cells
+        setting = (f"{reference} {r_steps} steps/eval {r_every} vs {v_steps}/{v_every}, "
+                   f"{r_seeds}+{v_seeds} seeds ({len(who)} comparisons: "
+                   f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''})")
+        rows += effect_rows(setting, cells)
+        if progress:
+            progress(f"effects {r_steps}/{r_every} vs {v_steps}/{v_every}: "
+                     f"{time.perf_counter() - t0:.1f} s")
+    # claim 3: the filter's verdicts (one per scale that has it, combined per sweep)
+    if filt:
+        combined = {t: [claim3_verdict([results[key][t][i] for key in filt])
+                        for i in range(n_sweeps)] for t in ("null", "A", "B", "edge")}
+        s3 = "claim 3 (filter vs grpo: only B at every scale)"
+        rows.append(_worst("claim 3 reproduces", s3, combined, ("null", "A", "edge"),
+                           lambda v: v == "reproduces"))
+        rows.append(_row("claim 3 reproduces", s3, "power", "B",
+                         *_rate(combined["B"], lambda v: v == "reproduces")))
+        rows.append(_worst("claim 3 does not reproduce", s3, combined, ("null", "B", "edge"),
+                           lambda v: v == "does not reproduce"))
+    # claims 1 and 2: the (scale, seed) pairs of grpo and dr_grpo / clip-higher, common steps
+    for claim, other in (("claim 1", "dr_grpo"), ("claim 2", reference + "+clip_high")):
+        pairs12, steps = [], None
+        for scale, members in by_scale.items():
+            ref = members.get(reference)
+            var = next((g for n, g in members.items() if n == other or n.startswith(other + "=")),
+                       None)
+            if ref and var:
+                pairs12 += [(scale, s) for s in range(min(ref.seeds, var.seeds))]
+                steps = min(steps or 10**9, ref.steps, var.steps)
+        if not pairs12:
+            continue
+        t0 = time.perf_counter()
+        cells = claim12_cells(pairs12, steps, noise, n_sweeps, seed, claim)
+        s12 = f"{claim} ({len(pairs12)} paired runs, {steps} common steps)"
+        rows.append(_row(f"{claim} reproduces", s12, "false positive", "null",
+                         *_rate(cells["null"], lambda v: v == "reproduces")))
+        rows.append(_row(f"{claim} reproduces", s12, "power", "alt",
+                         *_rate(cells["alt"], lambda v: v == "reproduces")))
+        rows.append(_row(f"{claim} does not reproduce", s12, "false positive", "alt",
+                         *_rate(cells["alt"], lambda v: v == "does not reproduce")))
+        if progress:
+            progress(f"{claim}: {time.perf_counter() - t0:.1f} s")
+    # claim 4: the presets (no ablations) at every scale
+    presets = {scale: sorted(n for n in members if "+" not in n)
+               for scale, members in by_scale.items()}
+    presets = {s: p for s, p in presets.items() if len(p) > 2}
+    if presets:
+        g0 = next(iter(by_scale[next(iter(presets))].values()))
+        t0 = time.perf_counter()
+        cells = claim4_cells(presets, g0.seeds, noise, g0.n_items, g0.k, n_sweeps, seed)
+        n_alg = max(len(p) for p in presets.values())
+        s4 = f"claim 4 ({n_alg} presets x {len(presets)} scales x {g0.seeds} seeds)"
+        rows.append(_worst("claim 4 reproduces", s4, cells, ("null", "zero"),
+                           lambda v: v == "reproduces"))
+        rows.append(_row("claim 4 reproduces", s4, "power", "alt",
+                         *_rate(cells["alt"], lambda v: v == "reproduces")))
+        rows.append(_worst("claim 4 does not reproduce", s4, cells, ("null", "zero", "alt"),
+                           lambda v: v == "does not reproduce"))
+        if progress:
+            progress(f"claim 4: {time.perf_counter() - t0:.1f} s")
+    table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
+                                        "rate", "lo", "hi"])
+    fp = table["kind"] == "false positive"
+    table["ok"] = np.where(fp, table["lo"] <= 0.05, np.nan)
+    table.loc[~fp, "ok"] = None
+    return table
+
+
+TRUTHS = {
+    "null": "nothing differs", "A": "dA = effect_A", "B": "B x effect_B",
+    "edge": "dA = margin (the edge of 'no effect')", "alt": "the claim holds",
+    "zero": "no algorithm differs",
+}
+
+
+def describe(noise: NoiseModel, margin: float) -> str:
+    """One paragraph of the truths and noise behind a calibration table."""
+    return (f"Simulated with R0 {noise.R0}, A {noise.A}, B {noise.B}, C_mid at "
+            f"{noise.mid_frac:g} x the reference's steps; seed sd of A {noise.seed_sd_A}, of log B "
+            f"{noise.seed_sd_logB}; binomial item noise (item spread {noise.item_spread}). "
+            f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "
+            f"dA = {margin} (equivalence margins +-{margin} on A, x{B_MARGIN} on B); claim 1: "
+            f"GRPO grows {noise.len_growth} tokens, Dr. GRPO 0 (null: both grow); claim 2: "
+            f"entropy +{noise.entropy_effect}; claim 4: spreads {noise.spread}/{noise.spread} "
+            f"(null) and {noise.spread}/{noise.spread_alt_held_out} (alternative). A false "
+            "positive row gives the truth (where the verdict is false) with the highest rate; "
+            "ok = the rate's 95% interval reaches down to 5% or below.")
+
+
+def with_overrides(noise: NoiseModel, **kw) -> NoiseModel:
+    return replace(noise, **{k: v for k, v in kw.items() if v is not None})
+
+
+def schedule_from_results(runs: pd.DataFrame, evals: pd.DataFrame, eval_set: str = "in_dist"
+                          ) -> list[Group]:
+    """The schedule of a loaded study (``analysis.groups.assign_groups`` runs and the tidy
+    evals): per (variant, scale) its last eval step, eval interval, number of usable runs and
+    eval size, so a report calibrates the design it actually ran (no spec needed)."""
+    usable = runs[runs["excluded"].isna()][["sweep", "run_id", "variant", "scale_value"]]
+    ev = evals[evals["eval_set"] == eval_set].merge(usable, on=["sweep", "run_id"])
+    groups = []
+    for (variant, scale), g in ev.groupby(["variant", "scale_value"]):
+        steps = np.sort(g["step"].unique())
+        every = int(np.median(np.diff(steps))) if steps.size > 1 else int(steps.max() or 1)
+        groups.append(Group(str(variant), str(scale), int(steps.max()), max(every, 1),
+                            int(g[["sweep", "run_id"]].drop_duplicates().shape[0]),
+                            int(np.nanmedian(g["n_items"])) if g["n_items"].notna().any()
+                            else 256,
+                            int(np.nanmedian(g["k"])) if g["k"].notna().any() else 4))
+    return groups
