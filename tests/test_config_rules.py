@@ -149,19 +149,19 @@ def test_every_task_key_is_read_by_a_task_and_the_chain_sum_warm_start_key_is_un
     import hashlib
 
     from harness.tasks import COMMON_KEYS, TASKS
-    from harness.warmstart import WARMSTART_VERSION, WARMUP_MODEL_KEYS, warmstart_key
+    from harness.loop.warm_start import WARM_START_MODEL_KEYS, WARM_START_VERSION, warm_start_key
 
     fields = [f.name for f in dataclasses.fields(rules.TaskCfg)]
     read = set(COMMON_KEYS).union(*(TASKS.meta(n).keys for n in TASKS.names()))
     assert read == set(fields)
     cfg = load_config(None, [])
     math_keys = TASKS.meta("math").keys
-    old = {"v": WARMSTART_VERSION,
-           "model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARMUP_MODEL_KEYS},
+    old = {"v": WARM_START_VERSION,
+           "model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARM_START_MODEL_KEYS},
            "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k not in math_keys},
            "warmup": dataclasses.asdict(cfg.warmup), "max_new_tokens": cfg.rollout.max_new_tokens,
            "tokenizer": "tok"}
-    assert warmstart_key(cfg, "tok") == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+    assert warm_start_key(cfg, "tok") == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
 
 
 CONFIG_SIDE = ("harness.algos", "harness.engines", "harness.tasks", "harness.scales", "harness.registry")
