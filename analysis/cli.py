@@ -1,6 +1,6 @@
 """The ``analyze`` subcommand: ``rlablate analyze RESULTS_DIR`` or ``python -m analysis RESULTS_DIR``.
 
-    rlablate analyze results/my_sweep --by algo.name --fit-start 0.05 --bootstrap 1000 --seed 0
+    rlablate analyze results/my_sweep --by algo.preset --fit-start 0.05 --bootstrap 1000 --seed 0
 
 ``add_analyze_parser(subparsers)`` registers the subcommand on an argparse subparsers object
 (the harness CLI wires it in); ``run_analyze(args)`` runs it and returns an exit code: 0 on

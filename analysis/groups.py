@@ -116,7 +116,7 @@ def scale_sort_key(value) -> tuple:
 
 
 def label_variant(values: dict) -> str:
-    """'cispo' for one axis, 'algo.name=cispo, algo.kl=0.1' for several, 'all' for none."""
+    """'cispo' for one axis, 'algo.preset=cispo, algo.kl=k3' for several, 'all' for none."""
     if not values:
         return ALL
     if len(values) == 1:

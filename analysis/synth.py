@@ -116,12 +116,14 @@ def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
 
 
 def make_config(algo: str, scale: str, seed: int, **extra) -> dict:
-    """A resolved-config-shaped dict (nested, as the harness writes it)."""
-    cfg = {"algo": {"name": algo, "advantage": "group_norm" if algo != "dr_grpo" else "group_mean",
-                    "kl": 0.0},
-           "model": {"scale": scale, "name": f"tiny-{scale}"},
+    """A resolved-config-shaped dict, nested and with the harness's own keys (a subset of what
+    `rlablate config` prints)."""
+    cfg = {"algo": {"preset": algo, "advantage": "group_norm" if algo != "dr_grpo" else "group_mean",
+                    "kl": "none", "kl_coef": 0.0},
+           "model": {"scale": scale},
            "run": {"seed": seed, "name": f"{algo}-{scale}-s{seed}"},
-           "train": {"lr": 1e-6, "batch_size": 64}}
+           "optim": {"lr": 1e-6},
+           "rollout": {"prompts_per_step": 64}}
     for key, value in extra.items():
         cfg.setdefault(key.split(".")[0], {})[key.split(".")[1]] = value
     return cfg

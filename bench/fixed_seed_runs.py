@@ -2,6 +2,7 @@
 
     python bench/fixed_seed_runs.py run OUT_DIR        # every case below, in this process
     python bench/fixed_seed_runs.py compare DIR_A DIR_B
+    python bench/fixed_seed_runs.py compare-sweeps SWEEP_DIR_A SWEEP_DIR_B   # e.g. two demo-quicks
 
 `run` trains each case (every preset, plus the axes no preset turns on: KL in the loss and in the
 reward, rollout correction, top-p with a recomputed pi_old, micro-batches, LoRA, bf16) for a few
@@ -87,7 +88,36 @@ def _timeless(x):
     return x
 
 
+def compare_run(ra: Path, rb: Path, root_a: Path, root_b: Path) -> list[str]:
+    """The differences between two run directories (empty: identical up to wall-clock values)."""
+    diffs = []
+    ca = (ra / "config.yaml").read_text().replace(str(root_a.resolve()), "<ROOT>")
+    cb = (rb / "config.yaml").read_text().replace(str(root_b.resolve()), "<ROOT>")
+    if ca != cb:
+        diffs.append("config.yaml differs")
+    for fname in ("metrics.jsonl", "eval_items.jsonl"):
+        xa, xb = _jsonl(ra / fname), _jsonl(rb / fname)
+        if len(xa) != len(xb):
+            diffs.append(f"{fname}: {len(xa)} vs {len(xb)} lines")
+            continue
+        for i, (u, v) in enumerate(zip(xa, xb)):
+            ka = {k for k in u if not k.startswith(VOLATILE)}
+            kb = {k for k in v if not k.startswith(VOLATILE)}
+            if ka != kb:
+                diffs.append(f"{fname}:{i + 1}: keys {sorted(ka ^ kb)}")
+                break
+            d = [k for k in sorted(ka) if u[k] != v[k]]
+            if d:
+                diffs.append(f"{fname}:{i + 1}: {d[0]} = {u[d[0]]!r} vs {v[d[0]]!r}")
+                break
+    sa, sb = (json.loads((r / "summary.json").read_text()) for r in (ra, rb))
+    if _timeless(sa) != _timeless(sb):
+        diffs.append("summary.json differs")
+    return diffs
+
+
 def compare(a: Path, b: Path) -> int:
+    """Every case of `run` in A against the same case in B."""
     names = sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith("_"))
     bad = 0
     for name in names:
@@ -96,36 +126,25 @@ def compare(a: Path, b: Path) -> int:
             bad += 1
             continue
         ra, rb = _run_dir(a / name), _run_dir(b / name)
-        if ra.name != rb.name:
-            print(f"{name}: run id {ra.name} != {rb.name} (the resolved config differs)")
-            bad += 1
-        diffs = []
-        ca = (ra / "config.yaml").read_text().replace(str(a.resolve()), "<ROOT>")
-        cb = (rb / "config.yaml").read_text().replace(str(b.resolve()), "<ROOT>")
-        if ca != cb:
-            diffs.append("config.yaml differs")
-        for fname in ("metrics.jsonl", "eval_items.jsonl"):
-            xa, xb = _jsonl(ra / fname), _jsonl(rb / fname)
-            if len(xa) != len(xb):
-                diffs.append(f"{fname}: {len(xa)} vs {len(xb)} lines")
-                continue
-            for i, (u, v) in enumerate(zip(xa, xb)):
-                ka = {k for k in u if not k.startswith(VOLATILE)}
-                kb = {k for k in v if not k.startswith(VOLATILE)}
-                if ka != kb:
-                    diffs.append(f"{fname}:{i + 1}: keys {sorted(ka ^ kb)}")
-                    break
-                d = [k for k in sorted(ka) if u[k] != v[k]]
-                if d:
-                    diffs.append(f"{fname}:{i + 1}: {d[0]} = {u[d[0]]!r} vs {v[d[0]]!r}")
-                    break
-        sa, sb = (json.loads((r / "summary.json").read_text()) for r in (ra, rb))
-        if _timeless(sa) != _timeless(sb):
-            diffs.append("summary.json differs")
+        diffs = [] if ra.name == rb.name else [f"run id {ra.name} != {rb.name} (the resolved config differs)"]
+        diffs += compare_run(ra, rb, a, b)
         print(f"{name:24s} {'identical' if not diffs else 'DIFFERENT: ' + '; '.join(diffs)}")
         bad += bool(diffs)
     print(f"{len(names) - bad} of {len(names)} cases identical")
     return 1 if bad else 0
+
+
+def compare_sweeps(a: Path, b: Path) -> int:
+    """Every run directory of sweep directory A (e.g. results/demo-quick of `make demo-quick`)
+    against the run of the same id in B."""
+    runs = sorted(p.parent.name for p in a.glob("*/config.yaml"))
+    bad = 0
+    for rid in runs:
+        diffs = compare_run(a / rid, b / rid, a, b) if (b / rid / "config.yaml").exists() else ["missing"]
+        print(f"{rid:32s} {'identical' if not diffs else 'DIFFERENT: ' + '; '.join(diffs)}")
+        bad += bool(diffs)
+    print(f"{len(runs) - bad} of {len(runs)} runs identical")
+    return 1 if bad or not runs else 0
 
 
 if __name__ == "__main__":
@@ -133,5 +152,7 @@ if __name__ == "__main__":
         run(Path(sys.argv[2]).resolve(), sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+    elif len(sys.argv) == 4 and sys.argv[1] == "compare-sweeps":
+        sys.exit(compare_sweeps(Path(sys.argv[2]), Path(sys.argv[3])))
     else:
         sys.exit(__doc__)

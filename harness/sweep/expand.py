@@ -100,15 +100,15 @@ def _nest(dotted: dict[str, Any]) -> dict:
 
 def _points(spec: Spec):
     """The grid's points, then each `include` entry crossed with the axes it does not name."""
-    for combo in itertools.product(*(a.values for a in spec.axes)):
-        yield {k: v for a, vals in zip(spec.axes, combo) for k, v in zip(a.keys, vals)}
+    for combo in itertools.product(*(ax.values for ax in spec.axes)):
+        yield {k: v for ax, vals in zip(spec.axes, combo) for k, v in zip(ax.keys, vals)}
     for entry in spec.include:
         free = crossed(spec.axes, entry)
-        for combo in itertools.product(*(a.values for a in free)):
+        for combo in itertools.product(*(ax.values for ax in free)):
             # the entry's keys in grid order first, then its own, then the crossed axes
-            point = {k: entry[k] for a in spec.axes for k in a.keys if k in entry}
+            point = {k: entry[k] for ax in spec.axes for k in ax.keys if k in entry}
             point.update({k: v for k, v in entry.items() if k not in point})
-            point.update({k: v for a, vals in zip(free, combo) for k, v in zip(a.keys, vals)})
+            point.update({k: v for ax, vals in zip(free, combo) for k, v in zip(ax.keys, vals)})
             yield point
 
 

@@ -88,7 +88,7 @@ class Spec:
     @property
     def swept_keys(self) -> list[str]:
         """Grid and zip keys, then the keys only `include` entries set."""
-        keys = [k for a in self.axes for k in a.keys]
+        keys = [k for ax in self.axes for k in ax.keys]
         return keys + list(dict.fromkeys(k for e in self.include for k in e if k not in keys))
 
 
@@ -106,7 +106,7 @@ def norm_value(v: Any) -> Any:
 
 def crossed(axes: list[Axis], entry: dict) -> list[Axis]:
     """The axes an `include` entry is crossed with: those it names no key of."""
-    return [a for a in axes if not any(k in entry for k in a.keys)]
+    return [ax for ax in axes if not any(k in entry for k in ax.keys)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -266,14 +266,14 @@ def _seeds(given: Any, err: Err) -> Axis:
 def _one_place(fixed: dict[str, Any], axes: list[Axis], err: Err) -> dict[str, str]:
     """A key is set or swept in one place only; swept resources are checked. Returns key -> where."""
     seen: dict[str, str] = {k: f"set.{k}" for k in fixed}
-    for a in axes:
-        for j, k in enumerate(a.keys):
-            where = f"{a.where}.{k}" if a.where.startswith("zip[") else a.where
+    for ax in axes:
+        for j, k in enumerate(ax.keys):
+            where = f"{ax.where}.{k}" if ax.where.startswith("zip[") else ax.where
             if k in seen:
                 raise err(f"{where}: also given in {seen[k]}; a key is set in one place only")
             seen[k] = where
             if k.startswith("slurm."):
-                for t in a.values:
+                for t in ax.values:
                     check_resource(k, t[j], where, err)
     return seen
 
@@ -306,11 +306,11 @@ def _include(extra: Any, axes: list[Axis], seen: dict[str, str], err: Err) -> li
                 raise err(f"{where}.{k}: also given in {seen[k]}; a key is set in one place only")
             if k.startswith("slurm."):
                 check_resource(k, v, f"{where}.{k}", err)
-        for a in axes:
-            named = [k for k in a.keys if k in point]
-            if named and len(named) != len(a.keys):
-                raise err(f"{where}: names {', '.join(named)} of {a.where} but not "
-                          f"{', '.join(k for k in a.keys if k not in point)}; give all of a zip "
+        for ax in axes:
+            named = [k for k in ax.keys if k in point]
+            if named and len(named) != len(ax.keys):
+                raise err(f"{where}: names {', '.join(named)} of {ax.where} but not "
+                          f"{', '.join(k for k in ax.keys if k not in point)}; give all of a zip "
                           f"group's keys or none")
         include.append(point)
     return include
@@ -318,7 +318,7 @@ def _include(extra: Any, axes: list[Axis], seen: dict[str, str], err: Err) -> li
 
 def _exclude(rules: Any, axes: list[Axis], include: list[dict], err: Err) -> list[dict]:
     """`exclude`: rules over swept keys -> {key: [normalized values]} (matched in expand)."""
-    swept = {k for a in axes for k in a.keys} | {k for point in include for k in point}
+    swept = {k for ax in axes for k in ax.keys} | {k for point in include for k in point}
     if not isinstance(rules, list):
         raise err(f"exclude = {rules!r}: expected a list of mappings (swept key -> value or list)")
     exclude = []
@@ -364,15 +364,15 @@ def _size(max_runs: Any, axes: list[Axis], include: list[dict], err: Err) -> Non
     if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
         raise err(f"max_runs = {max_runs!r}: an integer >= 1 (default {MAX_RUNS})")
     size = 1
-    for a in axes:
-        size *= len(a.values)
+    for ax in axes:
+        size *= len(ax.values)
     for point in include:
         extra = 1
         for a in crossed(axes, point):
-            extra *= len(a.values)
+            extra *= len(ax.values)
         size += extra
     if size > max_runs:
-        dims = " x ".join(f"{len(a.values)} ({a.where})" for a in axes)
+        dims = " x ".join(f"{len(ax.values)} ({ax.where})" for ax in axes)
         raise err(f"the grid has {size:,} points ({dims}), over max_runs = {max_runs:,}; shrink "
                   f"it, or set max_runs in the spec if you mean it")
 
