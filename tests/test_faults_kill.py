@@ -6,7 +6,7 @@ with no row of metrics.jsonl lost or duplicated and no temp file left behind.
 The kill points come from the test-only hook `RLABLATE_FAULT=kill=PHASE:STEP` (harness/faults.py):
 the process SIGKILLs itself there. Each trial first checks that the kill left the damage it is
 meant to (a torn last line, a half-written temp file, no last.pt) so a hook that stopped firing
-fails the test instead of passing it vacuously. Random-time kills from outside are in test_train.py.
+fails the test instead of passing it vacuously. Random-time kills from outside are in test_loop_train.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ as `diverged` with the step (exit code 3), keeps the last good checkpoint, and t
 excludes the run from every fit and says so in the report.
 
 The non-finite values are injected by the test-only hook `RLABLATE_FAULT=nan=reward:3`
-(harness/faults.py) at the loop's own checks; test_train.py has a NaN that a (test-only)
+(harness/faults.py) at the loop's own checks; test_loop_train.py has a NaN that a (test-only)
 advantage estimator really produces.
 """
 
