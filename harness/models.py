@@ -25,7 +25,6 @@ import inspect
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -37,8 +36,6 @@ from .numerics import use_fp32_lm_head
 from .scales import TINY_SCALES, from_path
 from .storage import file_lock
 
-if TYPE_CHECKING:  # annotations only: models does not import the config package
-    from .config import Config
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -59,7 +56,7 @@ def train_tokenizer(texts: list[str], out_dir: Path) -> PreTrainedTokenizerFast:
     return AutoTokenizer.from_pretrained(out_dir)
 
 
-def get_tokenizer(cfg: Config, corpus_fn) -> PreTrainedTokenizerFast:
+def get_tokenizer(cfg, corpus_fn) -> PreTrainedTokenizerFast:
     """Pretrained: the model's own tokenizer. Tiny: a locally trained one, cached by the hash of
     its training text (so every run of a sweep on the same task shares it)."""
     if from_path(cfg.model.scale):
@@ -81,7 +78,7 @@ def get_tokenizer(cfg: Config, corpus_fn) -> PreTrainedTokenizerFast:
 ARCHS = {"qwen2": Qwen2Config, "llama": LlamaConfig}
 
 
-def tiny_model_config(cfg: Config, tok: PreTrainedTokenizerFast):
+def tiny_model_config(cfg, tok: PreTrainedTokenizerFast):
     shape = TINY_SCALES[cfg.model.scale]
     common = dict(vocab_size=len(tok), max_position_embeddings=cfg.model.max_positions,
                   num_key_value_heads=shape["num_attention_heads"], tie_word_embeddings=True,
@@ -90,7 +87,7 @@ def tiny_model_config(cfg: Config, tok: PreTrainedTokenizerFast):
     return ARCHS[cfg.model.arch](**common)
 
 
-def build_model(cfg: Config, tok: PreTrainedTokenizerFast, init_seed: int) -> PreTrainedModel:
+def build_model(cfg, tok: PreTrainedTokenizerFast, init_seed: int) -> PreTrainedModel:
     """Tiny: random init from a transformers config under `init_seed`. Pretrained: from_pretrained."""
     if from_path(cfg.model.scale):
         model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32)
@@ -132,7 +129,7 @@ def use_autocast(model: PreTrainedModel, dtype: torch.dtype) -> PreTrainedModel:
     return model
 
 
-def prepare_policy(model: PreTrainedModel, cfg: Config) -> torch.nn.Module:
+def prepare_policy(model: PreTrainedModel, cfg) -> torch.nn.Module:
     """Apply model.param_dtype, model.dtype (autocast), algo.fp32_lm_head,
     model.gradient_checkpointing and model.lora_* to a loaded model, in that order. Returns the
     model to train (a peft `PeftModel` when LoRA is on: only the adapters require grad)."""
@@ -304,7 +301,7 @@ class ValueModel(torch.nn.Module):
         return self.head(h[:, tp - 1:-1].float()).squeeze(-1) * response_mask
 
 
-def device_for(cfg: Config, local_rank: int | None = None) -> torch.device:
+def device_for(cfg, local_rank: int | None = None) -> torch.device:
     """The device of `run.device` (auto: CUDA when available); under data parallel on GPUs, this
     process's GPU (`local_rank`), made the current one."""
     device = torch.device(cfg.run.device if cfg.run.device != "auto" else

@@ -19,7 +19,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import submitit
 
@@ -29,8 +29,6 @@ from .progress import SweepProgress
 from .record import record_job
 from .resources import describe
 
-if TYPE_CHECKING:
-    from .expand import Run
 
 
 class LaunchError(RuntimeError):
@@ -67,11 +65,11 @@ class Submission:
         ex.update_parameters(**m.params(res, self.name))
         return ex
 
-    def job(self, r: Run) -> RunJob:
+    def job(self, r) -> RunJob:
         grace = self.meta.grace_s
         return RunJob(r.cfg.to_dict(), r.run_id, grace(r.resources) if grace else None)
 
-    def record(self, r: Run, job) -> None:
+    def record(self, r, job) -> None:
         self.result["jobs"][r.run_id] = job
         record_job(self.sdir, r.run_id, str(job.job_id), self.executor)
 
@@ -117,7 +115,7 @@ def _need_sbatch() -> None:
                           "scripts/slurm_up.sh, or use --executor local)")
 
 
-def start_order(runs: list[Run]) -> list[Run]:
+def start_order(runs: list) -> list:
     """The order the local executor starts runs in: most `train.steps` first, spec order among
     equals, so a sweep that runs a few variants longer does not end with one core busy on a long
     run and the others idle (longest-processing-time-first scheduling)."""
@@ -131,7 +129,7 @@ def start_order(runs: list[Run]) -> list[Run]:
     "local", cluster="local", params=_here_params,
     grace_s=lambda res: 15,  # half of submitit's local signal delay (30 s before its timeout)
     help="local: submitit subprocesses on this machine, --parallel at once, waits")
-def run_local(sub: Submission, todo: list[Run]) -> None:
+def run_local(sub: Submission, todo: list) -> None:
     """At most `parallel` runs at once, each a submitit local job (its own process)."""
     queue, active = start_order(todo), {}
     progress = SweepProgress(todo, sub.states, enabled=sub.show_progress)
@@ -161,9 +159,9 @@ def run_local(sub: Submission, todo: list[Run]) -> None:
     "slurm", cluster="slurm", params=_slurm_params, preflight=_need_sbatch, slurm_jobs=True,
     grace_s=lambda res: res["signal_delay_s"] / 2,
     help="slurm: one job array per resource group, returns once queued")
-def run_slurm(sub: Submission, todo: list[Run]) -> None:
+def run_slurm(sub: Submission, todo: list) -> None:
     """One job array per resource group; waits for the jobs only when asked."""
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list] = {}
     for r in todo:
         groups.setdefault(json.dumps(r.resources, sort_keys=True), []).append(r)
     for group in groups.values():
@@ -187,7 +185,7 @@ def run_slurm(sub: Submission, todo: list[Run]) -> None:
 @EXECUTORS.register(
     "debug", cluster="debug", params=_here_params,
     help="debug: in-process, one by one (pdb post-mortem on an exception)")
-def run_debug(sub: Submission, todo: list[Run]) -> None:
+def run_debug(sub: Submission, todo: list) -> None:
     """In-process, one after another (result() runs it): tests and pdb."""
     for r in todo:
         job = sub.executor_for(r.resources).submit(sub.job(r))

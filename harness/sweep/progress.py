@@ -6,14 +6,11 @@ jobs, so a job that dies mid-write cannot break the bar.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
 from ..storage import last_step
 
-if TYPE_CHECKING:
-    from .expand import Run
 
 
 class SweepProgress:
@@ -21,7 +18,7 @@ class SweepProgress:
     with the runs' states in its postfix: `12/48 done, 1 failed | grpo-tiny-1m-s0 34/60, ...`.
     Each run's step is read from the tail of its metrics.jsonl (no IPC with the jobs)."""
 
-    def __init__(self, runs: list[Run], states: dict, enabled: bool = True):
+    def __init__(self, runs: list, states: dict, enabled: bool = True):
         self.runs = {r.run_id: r for r in runs}
         self.total = {r.run_id: r.cfg.train.steps for r in runs}
         self.start = {r.run_id: (states[r.run_id].step or 0) if r.run_id in states else 0

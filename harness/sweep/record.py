@@ -18,15 +18,11 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from ..storage import append_jsonl, read_json, write_json
 
-if TYPE_CHECKING:
-    from .expand import Run
-    from .spec import Spec
 
 VERSIONED = ("rlablate", "torch", "transformers", "tokenizers", "reasoning-gym", "submitit", "pyyaml",
              "numpy")
@@ -56,7 +52,7 @@ def environment() -> dict:
             "host": socket.gethostname()}
 
 
-def record_launch(sdir: Path, spec: Spec, runs: list[Run], executor: str, submitted: list[str],
+def record_launch(sdir: Path, spec, runs: list, executor: str, submitted: list[str],
                   skipped: dict[str, str]) -> Path:
     """Write <sweep>/sweep.json (spec, runs, and one entry per launch) and <sweep>/spec.yaml."""
     sdir.mkdir(parents=True, exist_ok=True)
