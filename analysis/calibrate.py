@@ -404,8 +404,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
                                         "rate", "lo", "hi"])
     fp = table["kind"] == "false positive"
-    table["ok"] = np.where(fp, table["lo"] <= 0.05, np.nan)
-    table.loc[~fp, "ok"] = None
+    table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
     return table
 
 
@@ -418,7 +417,7 @@ TRUTHS = {
 
 def describe(noise: NoiseModel, margin: float) -> str:
     """One paragraph of the truths and noise behind a calibration table."""
-    return (f"Simulated with R0 {noise.R0}, A {noise.A}, B {noise.B}, C_mid at "
+    return (f"Simulated with R0 {noise.R0:.3f}, A {noise.A}, B {noise.B}, C_mid at "
             f"{noise.mid_frac:g} x the reference's steps; seed sd of A {noise.seed_sd_A}, of log B "
             f"{noise.seed_sd_logB}; binomial item noise (item spread {noise.item_spread}). "
             f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "

@@ -161,13 +161,17 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
             if (~conv & b["A"].notna().to_numpy()).any():
                 ax_a.plot([], [], "o", mfc="white", color="C0", label="not identified (unranked)")
             legend = ax_a.get_legend_handles_labels()  # drawn once, under the panels
+        elif b["A"].notna().any():  # fitted, none identified: say so above the panel, not on it
+            ax_a.plot([], [], "o", mfc="white", color="C0", label="not identified (unranked)")
+            legend = ax_a.get_legend_handles_labels()
         else:
             for ax in (ax_a, ax_b):
                 ax.text(0.5, 0.5, "no fitted curve at this scale\n(see the report's notes)",
                         ha="center", va="center", transform=ax.transAxes, fontsize=9, color="grey")
         ax_a.set_xlabel("asymptote A (pass rate), 95% CI")
         ax_b.set_xlabel("scaling exponent B, 95% CI (log)")
-        ax_a.set_title(f"scale {scale}: asymptote A")
+        none = "" if conv.any() or not b["A"].notna().any() else " (none identified)"
+        ax_a.set_title(f"scale {scale}: asymptote A{none}")
         ax_b.set_title(f"scale {scale}: efficiency B")
     return _save(fig, path, legend)  # under the panels, where it can cover no data row
 
