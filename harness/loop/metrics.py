@@ -40,8 +40,19 @@ class Counters:
         return cls(**d)
 
 
+def forward_flops(n_params: int, tokens: int) -> int:
+    """A forward pass: 2N FLOPs per token (ScaleRL's and Kaplan et al.'s 2N rule)."""
+    return 2 * n_params * tokens
+
+
+def train_flops(n_params: int, tokens: int) -> int:
+    """A forward and a backward pass: 6N FLOPs per token."""
+    return 6 * n_params * tokens
+
+
 class ComputeMeter:
-    """Every compute increment of a run (see the module docstring)."""
+    """Every compute increment of a run (see the module docstring); the warm-up, which keeps its
+    own total, uses the same two formulas."""
 
     def __init__(self, counters: Counters):
         self.c = counters
@@ -53,14 +64,14 @@ class ComputeMeter:
 
     def forward(self, n_params: int, ro) -> None:
         """One teacher-forced forward pass over a rollout (pi_old, reference, critic values)."""
-        self.c.flops += 2 * n_params * (int(ro.prompt_mask.sum()) + ro.n_tokens)
+        self.c.flops += forward_flops(n_params, int(ro.prompt_mask.sum()) + ro.n_tokens)
 
     def trained(self, n_params: int, b) -> None:
         """One forward + backward over a minibatch's prompt and response tokens."""
-        self.c.flops += 6 * n_params * (int(b.prompt_mask.sum()) + int(b.response_mask.sum()))
+        self.c.flops += train_flops(n_params, int(b.prompt_mask.sum()) + int(b.response_mask.sum()))
 
     def evaluated(self, n_params: int, gen_tokens: int) -> None:
-        self.c.eval_flops += 2 * n_params * gen_tokens
+        self.c.eval_flops += forward_flops(n_params, gen_tokens)
 
 
 def mismatch_stats(abs_log_ratio_sum, tokens, max_abs) -> dict:

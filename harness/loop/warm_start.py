@@ -28,6 +28,7 @@ from ..scales import from_path
 from ..storage import file_lock, write_json
 from ..tasks import COMMON_KEYS, TASKS
 from .evaluate import evaluate
+from .metrics import forward_flops, train_flops
 
 WARM_START_VERSION = 2  # bump when the procedure changes, so old caches are not reused
 
@@ -83,7 +84,7 @@ def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True)
                 ev = evaluate(engine, task, check_items, k=1, temperature=cfg.eval.temperature,
                               max_new_tokens=cfg.rollout.max_new_tokens, seed=w.seed)
                 pass_rate = ev["pass@1"]
-                flops += 2 * n_params * ev["gen_tokens"]
+                flops += forward_flops(n_params, ev["gen_tokens"])
                 history.append({"step": step, "pass@1": pass_rate})
                 bar.set_postfix(pass_rate=f"{pass_rate:.3f}")
                 if pass_rate >= w.target_pass_rate:
@@ -102,7 +103,7 @@ def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
-            flops += 6 * n_params * int(mask.sum() + rmask.sum())
+            flops += train_flops(n_params, int(mask.sum() + rmask.sum()))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", pass_rate=f"{pass_rate:.3f}")
     bar.close()
