@@ -89,9 +89,11 @@ def test_thousand_runs_expand_to_thousand_distinct_ids(tmp_path, cache_dir):
     assert [r.index for r in runs] == list(range(1000))
 
 
-def test_only_selects_a_subset_strictly(capsys):
+def test_only_selects_a_subset_strictly(capsys, tmp_path):
     demo = str(ROOT / "sweeps" / "demo.yaml")
-    assert main(["sweep", demo, "--dry-run", "--only", "algo.preset=grpo,dapo", "--only", "run.seed=1"]) == 0
+    # a results dir of its own: a `make demo` of this checkout (results/demo) must not change it
+    assert main(["sweep", demo, f"run.results_dir={tmp_path}", "--dry-run", "--only",
+                 "algo.preset=grpo,dapo", "--only", "run.seed=1"]) == 0
     out = capsys.readouterr().out
     n = len(list_presets()) * 4 - 4 + 8  # see test_shipped_specs_dry_run
     assert f"{n} runs in 1 resource group; local executor would submit 6, skip {n - 6}" in out
