@@ -115,10 +115,13 @@ def write_run(run_dir: str | Path, spec: RunSpec) -> Path:
     return run_dir
 
 
+SYNTH_ADVANTAGE = {"dr_grpo": "group_mean"}  # the presets' advantage where it is not group_norm
+
+
 def make_config(algo: str, scale: str, seed: int, **extra) -> dict:
     """A resolved-config-shaped dict, nested and with the harness's own keys (a subset of what
     `rlablate config` prints)."""
-    cfg = {"algo": {"preset": algo, "advantage": "group_norm" if algo != "dr_grpo" else "group_mean",
+    cfg = {"algo": {"preset": algo, "advantage": SYNTH_ADVANTAGE.get(algo, "group_norm"),
                     "kl": "none", "kl_coef": 0.0},
            "model": {"scale": scale},
            "run": {"seed": seed, "name": f"{algo}-{scale}-s{seed}"},

@@ -26,11 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TINY = ["model.scale=tiny-0.3m", "warmup.max_steps=0", "warmup.target_pass_rate=0",
-        "train.steps=4", "rollout.prompts_per_step=4", "rollout.group_size=4",
-        "rollout.max_new_tokens=24", "eval.in_dist.n_items=16", "eval.held_out.n_items=16",
-        "eval.in_dist.k=2", "eval.held_out.k=2", "eval.every=2", "train.checkpoint_every=2",
-        "run.threads=1", "model.max_positions=48"]
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import TINY  # noqa: E402  (the test suite's cheapest whole-loop config)
 
 PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "minpro", "rloo", "reinforce_pp",
            "reinforce_pp_baseline", "ppo", "vapo", "scalerl"]

@@ -141,12 +141,18 @@ def yaml_error(path, e: yaml.YAMLError) -> str:
     return f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}"
 
 
-def _read_yaml(path: Path) -> dict:
-    text = read_text(path, ConfigError)
+def read_yaml_file(path: Path, err) -> tuple[str, Any]:
+    """(text, data) of a YAML file, strictly loaded; an unreadable file or invalid YAML raises
+    `err` with one line (ConfigError for configs, SpecError for sweep specs)."""
+    text = read_text(path, err)
     try:
-        data = safe_load_strict(text)
+        return text, safe_load_strict(text)
     except yaml.YAMLError as e:
-        raise ConfigError(yaml_error(path, e)) from None
+        raise err(yaml_error(path, e)) from None
+
+
+def _read_yaml(path: Path) -> dict:
+    _, data = read_yaml_file(path, ConfigError)
     if data is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(data, dict):

@@ -30,10 +30,7 @@ class Counters:
     value_pretrained: int = 0    # VAPO value-pretraining batches done
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if not self.value_pretrained:  # the record of runs without a critic stays as it was
-            d.pop("value_pretrained")
-        return d
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Counters":

@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from ..config import (NAME_RE, describe_fields, list_presets, parse_overrides, read_text,
-                      safe_load_strict, yaml_error)
+                      read_yaml_file, safe_load_strict)
 from ..registry import suggest
 from .executors import EXECUTORS
 from .resources import LOCAL_KEYS, RESOURCES, Err, check_resource, check_resource_key, resource_block
@@ -121,11 +121,7 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Spec:
     """Read and validate a spec file; `overrides` are `key=value` applied to every run (a swept key
     cannot be overridden: that would silently collapse the grid)."""
     path = Path(path)
-    text = read_text(path, SpecError)
-    try:
-        raw = safe_load_strict(text)
-    except yaml.YAMLError as e:
-        raise SpecError(yaml_error(path, e)) from None
+    text, raw = read_yaml_file(path, SpecError)
     if raw is None:
         raise SpecError(f"{path}: the file is empty; a spec needs at least `name`")
     return parse_spec(raw, source=str(path), base_dir=path.parent, overrides=overrides,
