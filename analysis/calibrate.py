@@ -39,8 +39,9 @@ import pandas as pd
 from scipy import stats
 
 from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
-from analysis.claims import (B_MARGIN, claim1_verdict, claim2_verdict, claim3_verdict,
-                             claim4_verdict, effect_intervals, effect_verdict)
+from analysis.claims import (B_MARGIN, CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verdict,
+                             claim2_verdict, claim3_verdict, claim4_verdict, effect_intervals,
+                             effect_verdict)
 from analysis.compare import DEFAULT_MARGIN
 from analysis.fit import FitError, predict_reward
 from analysis.schedule import REFERENCE, Group, read_schedule, schedule_from_results  # noqa: F401
@@ -200,6 +201,9 @@ def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], ho
     return pd.DataFrame(rows)
 
 
+LEN_LEVEL, ENTROPY_LEVEL = 20.0, 0.7  # simulated levels of claims 1 and 2 (tokens, nats)
+
+
 def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
                   seed: int, claim: str = "claim 1") -> dict[str, list[str]]:
     """Claim 1 or 2 under its null and alternative, ``pairs`` = the (scale, seed) pairs both
@@ -213,20 +217,22 @@ def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n
     for _ in range(n_sweeps):
         if claim == "claim 1":
             for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
-                vals = {"grpo": _series(rng, n, steps, 20.0, nz.len_growth, nz.len_seed_sd,
+                vals = {"grpo": _series(rng, n, steps, LEN_LEVEL, nz.len_growth, nz.len_seed_sd,
                                         nz.len_step_sd),
-                        "dr_grpo": _series(rng, n, steps, 20.0, dr_growth, nz.len_seed_sd,
+                        "dr_grpo": _series(rng, n, steps, LEN_LEVEL, dr_growth, nz.len_seed_sd,
                                            nz.len_step_sd)}
                 out[truth].append(claim1_verdict(_trend_frame(vals, pairs, "change", steps),
-                                                 "grpo", "dr_grpo")[0])
+                                                 "grpo", "dr_grpo",
+                                                 CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0])
         else:
             for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
-                vals = {"grpo": _series(rng, n, steps, 0.7, 0.0, 0.0, nz.entropy_step_sd,
+                vals = {"grpo": _series(rng, n, steps, ENTROPY_LEVEL, 0.0, 0.0, nz.entropy_step_sd,
                                         nz.entropy_seed_sd),
-                        "clip": _series(rng, n, steps, 0.7 + effect, 0.0, 0.0,
+                        "clip": _series(rng, n, steps, ENTROPY_LEVEL + effect, 0.0, 0.0,
                                         nz.entropy_step_sd, nz.entropy_seed_sd)}
                 out[truth].append(claim2_verdict(_trend_frame(vals, pairs, "late_mean", steps),
-                                                 "clip", "grpo")[0])
+                                                 "clip", "grpo",
+                                                 margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0])
     return out
 
 
@@ -301,12 +307,17 @@ def effect_rows(setting: str, cells: dict[str, list[str]]) -> list[dict]:
     def no_effect(v):
         return v == "no effect"
 
+    def no_effect_a(v):  # every verdict that says A did not move
+        return v in ("no effect", "no effect on A", "only B")
+
     return [_worst("moved A", setting, cells, ("null", "B"), moved_a),
             _row("moved A", setting, "power", "A", *_rate(cells["A"], moved_a)),
             _worst("only B", setting, cells, ("null", "A", "edge"), only_b),
             _row("only B", setting, "power", "B", *_rate(cells["B"], only_b)),
             _worst("no effect", setting, cells, ("A", "B", "edge"), no_effect),
-            _row("no effect", setting, "power", "null", *_rate(cells["null"], no_effect))]
+            _row("no effect", setting, "power", "null", *_rate(cells["null"], no_effect)),
+            _worst("no effect on A", setting, cells, ("A", "edge"), no_effect_a),
+            _row("no effect on A", setting, "power", "null", *_rate(cells["null"], no_effect_a))]
 
 
 def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: int = 500,
@@ -381,6 +392,10 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
                          *_rate(cells["alt"], lambda v: v == "reproduces")))
         rows.append(_row(f"{claim} does not reproduce", s12, "false positive", "alt",
                          *_rate(cells["alt"], lambda v: v == "does not reproduce")))
+        rows.append(_row(f"{claim} no effect", s12, "false positive", "alt",
+                         *_rate(cells["alt"], lambda v: v.startswith("no effect"))))
+        rows.append(_row(f"{claim} no effect", s12, "power", "null",
+                         *_rate(cells["null"], lambda v: v.startswith("no effect"))))
         if progress:
             progress(f"{claim}: {time.perf_counter() - t0:.1f} s")
     # claim 4: the presets (no ablations) at every scale

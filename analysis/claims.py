@@ -32,6 +32,8 @@ from scipy import stats
 
 from analysis.groups import up_to_common_step
 from analysis.load import TRAIN_KEYS
+from analysis.variance import (between_variants, claim4_verdict,  # noqa: F401 (re-exported)
+                               spread_difference)
 
 REFERENCE = "grpo"
 #: config keys that describe the algorithm (the design space); compared between variants
@@ -159,6 +161,8 @@ def effect_verdict(dA: float, dA_ci: tuple[float, float], B_ratio_ci: tuple[floa
       (-margin, +margin) (A shown not to move, an equivalence test).
     * "moved B, A not resolved": B moved, A neither moved nor shown equal.
     * "no effect": dA inside (-margin, margin) and B ratio inside (1/b_margin, b_margin).
+    * "no effect on A": dA inside (-margin, margin) (an equivalence test on A, TOST at 2.5% per
+      side: the whole 95% interval inside the margin), B neither moved nor shown equal.
     * "not resolved": otherwise (the runs cannot tell)."""
     if not identified:
         return "not resolved (fit not identified)"
@@ -172,14 +176,21 @@ def effect_verdict(dA: float, dA_ci: tuple[float, float], B_ratio_ci: tuple[floa
         return "moved A and B" if b_moved else "moved A"
     if b_moved:
         return "only B" if a_equal else "moved B, A not resolved"
-    if a_equal and b_equal:
-        return "no effect"
+    if a_equal:
+        return "no effect" if b_equal else "no effect on A"
     return "not resolved"
 
 
 def effect_intervals(g_boot, ref_boot) -> tuple[tuple[float, float], tuple[float, float]]:
-    """95% intervals of dA and of the B ratio from two groups' bootstrap replicates (resampled
-    independently, subtracted; widened by the larger small-sample factor)."""
+    """95% intervals of dA and of the B ratio from two groups' bootstrap replicates, subtracted
+    replicate by replicate and widened by the larger small-sample factor.
+
+    The replicates are *paired* when both groups were bootstrapped with the same seed and the
+    same number of runs (:func:`analysis.bootstrap.bootstrap_fit` sorts runs by seed and draws
+    the same seed multiset and the same eval items in replicate r of every group): replicate r
+    of both groups then resamples the same seeds and items, so what the variants share (a seed's
+    prompt stream, an item's difficulty) cancels in the difference. Otherwise the draws are
+    unrelated and the difference is that of independent groups."""
     if g_boot is None or ref_boot is None:
         return (np.nan, np.nan), (np.nan, np.nan)
     f = max(g_boot.inflation(), ref_boot.inflation())
@@ -251,8 +262,11 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
     text1 = "Dr. GRPO stops the growth of incorrect-response length seen with GRPO"
     grpo, dr = _find(variants, "grpo"), _find(variants, "dr_grpo")
     if grpo and dr:
-        trend = run_trend(matched(series, (grpo, dr)), "rollout/response_len_incorrect", "change")
-        out.append(_claim(1, text1, *claim1_verdict(trend, grpo, dr)))
+        both = matched(series, (grpo, dr))
+        trend = run_trend(both, "rollout/response_len_incorrect", "change")
+        level = both.loc[both["variant"] == grpo, "rollout/response_len_incorrect"].mean()
+        out.append(_claim(1, text1, *claim1_verdict(trend, grpo, dr,
+                                                    CLAIM1_MARGIN_FRAC * float(level))))
     else:
         out.append(_claim(1, text1, "not tested", "needs variants grpo and dr_grpo"))
 
@@ -265,7 +279,9 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
         trend = run_trend(both, "policy/entropy", "late_mean")
         clip = both[both["variant"] == pair[1]]["policy/clip_frac"]
         clip_frac = float(clip.mean()) if clip.notna().any() else float("nan")
-        verdict, evidence = claim2_verdict(trend, *pair, clip_frac=clip_frac)
+        level = both.loc[both["variant"] == pair[1], "policy/entropy"].mean()
+        verdict, evidence = claim2_verdict(trend, *pair, clip_frac=clip_frac,
+                                           margin=CLAIM2_MARGIN_FRAC * float(level))
         if not ch:
             evidence += "; dapo differs from grpo in more than the clip, so this is confounded"
         out.append(_claim(2, text2, verdict, evidence))
@@ -305,10 +321,23 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
     return pd.DataFrame(out)
 
 
-def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str) -> tuple[str, str]:
+#: equivalence margins of claims 1 and 2, as fractions of the reference's own level (stated
+#: before any run: 5% of GRPO's mean incorrect-response length, 10% of its mean token entropy)
+CLAIM1_MARGIN_FRAC = 0.05
+CLAIM2_MARGIN_FRAC = 0.10
+
+
+def _inside(ci, margin) -> bool:
+    return bool(np.isfinite(ci[1]) and np.isfinite(ci[2]) and margin is not None
+                and np.isfinite(margin) and -margin < ci[1] and ci[2] < margin)
+
+
+def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str,
+                   margin: float | None = None) -> tuple[str, str]:
     """Claim 1 from per-run length changes (:func:`run_trend`): reproduces when GRPO's growth
-    interval is above 0 and the paired GRPO - Dr. GRPO interval is above 0; does not reproduce
-    when GRPO's interval is <= 0 or Dr. GRPO grows resolvably without being outgrown."""
+    interval is above 0 and the paired GRPO - Dr. GRPO interval is above 0; "no effect within
+    +-m" when the paired interval lies inside +-margin (tokens: an equivalence test); does not
+    reproduce when GRPO's interval is <= 0 or Dr. GRPO grows resolvably without being outgrown."""
     g = t_interval(trend[trend["variant"] == grpo]["value"])
     d = t_interval(trend[trend["variant"] == dr]["value"])
     diff = paired(trend, grpo, dr)
@@ -316,6 +345,7 @@ def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str) -> tuple[str, str]:
     stops = grows and np.isfinite(diff[1]) and diff[1] > 0
     dr_grows = np.isfinite(d[1]) and d[1] > 0 and not stops
     verdict = ("reproduces" if stops else
+               f"no effect within +-{margin:.2g} tokens" if _inside(diff, margin) else
                "does not reproduce" if (np.isfinite(g[2]) and g[2] <= 0) or dr_grows
                else "not resolved")
     evidence = (f"change in mean incorrect-response length (tokens, last quarter of steps - "
@@ -327,13 +357,15 @@ def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str) -> tuple[str, str]:
 
 
 def claim2_verdict(trend: pd.DataFrame, clip: str, ref: str,
-                   clip_frac: float = float("nan")) -> tuple[str, str]:
+                   clip_frac: float = float("nan"), margin: float | None = None
+                   ) -> tuple[str, str]:
     """Claim 2 from per-run late entropy: the paired clip-higher - reference interval above 0
-    reproduces, below 0 does not."""
+    reproduces, below 0 does not; inside +-margin (nats) reads "no effect within +-m"."""
     diff = paired(trend, clip, ref)
     ref_level = t_interval(trend[trend["variant"] == ref]["value"])
     verdict = ("reproduces" if np.isfinite(diff[1]) and diff[1] > 0 else
                "does not reproduce" if np.isfinite(diff[2]) and diff[2] < 0 else
+               f"no effect within +-{margin:.2g} nats" if _inside(diff, margin) else
                "not resolved")
     evidence = (f"mean token entropy over the second half of training, paired by scale and "
                 f"seed: {clip} - {ref} = {_fmt(*diff)} nats ({ref}: {_fmt(*ref_level)}); "
@@ -344,132 +376,16 @@ def claim2_verdict(trend: pd.DataFrame, clip: str, ref: str,
 
 
 def claim3_verdict(verdicts: list[str]) -> str:
-    """Claim 3 from the filter's design-choice verdicts (one per scale)."""
+    """Claim 3 from the filter's design-choice verdicts (one per scale): "only B" everywhere
+    reproduces; "moved A" anywhere does not; "no effect" everywhere reads "no effect" (neither A
+    nor B moved beyond the margins)."""
     return ("reproduces" if verdicts and all(v == "only B" for v in verdicts) else
             "does not reproduce" if any(v.startswith("moved A") for v in verdicts) else
+            "no effect (A within the margin, B within x1.25)"
+            if verdicts and all(v == "no effect" for v in verdicts) else
             "not resolved" if all(v.startswith("not resolved") or v == "moved B, A not resolved"
                                   for v in verdicts) else
             "partly (" + "; ".join(verdicts) + ")")
-
-
-def claim4_verdict(fin: pd.DataFrame, eval_set: str, held_out: str,
-                   alpha: float = 0.05) -> tuple[str, list[str]]:
-    """Claim 4 from per-run finals of the presets (columns variant, scale_value, eval_set,
-    final, r0). Per scale: "larger" when the in-distribution variance component exceeds the
-    held-out one (:func:`spread_difference`, one-sided at alpha/2) and the algorithms differ
-    in-distribution at all (F-test p < alpha); "smaller" the other way round (at alpha/2 divided
-    by the number of scales: one scale suffices for "does not reproduce"); "one algorithm"
-    when "larger" does not survive dropping the algorithm whose in-distribution gain is
-    furthest from the median; else "unresolved".
-
-    (The earlier rule, "in-dist F-test p < 0.05 and the in-dist point estimate above the
-    held-out one", read *reproduces* in 43.5% of simulated sweeps with equal true spreads.)"""
-    scales = sorted(set(fin["scale_value"].astype(str)))
-    z_crit = stats.norm.ppf(1 - alpha / 2)
-    # "does not reproduce" needs only one scale to go the other way: Bonferroni over scales
-    z_crit_any = stats.norm.ppf(1 - alpha / 2 / max(len(scales), 1))
-    cols = {c: fin[c].to_numpy() for c in ("variant", "eval_set")}
-    scale_col = fin["scale_value"].astype(str).to_numpy()
-    gain = fin["final"].to_numpy(float) - fin["r0"].to_numpy(float)
-    parts, calls, outliers = [], [], set()
-    for scale in scales:
-        at = scale_col == scale
-        m_in, m_ho = at & (cols["eval_set"] == eval_set), at & (cols["eval_set"] == held_out)
-        a_in = _anova_arrays(cols["variant"][m_in], gain[m_in])
-        a_ho = _anova_arrays(cols["variant"][m_ho], gain[m_ho])
-        (vi, pi, ri), (vh, ph, rh) = _components(a_in), _components(a_ho)
-        z = _spread_z(a_in, a_ho)
-        call = ("larger" if z >= z_crit and pi < alpha else
-                "smaller" if z <= -z_crit_any and ph < alpha else "unresolved")
-        names, codes = np.unique(cols["variant"][m_in], return_inverse=True)
-        means = np.bincount(codes, gain[m_in]) / np.bincount(codes)
-        far = str(names[np.argmax(np.abs(means - np.median(means)))]) if names.size else ""
-        keep_in, keep_ho = m_in & (cols["variant"] != far), m_ho & (cols["variant"] != far)
-        w_in = _anova_arrays(cols["variant"][keep_in], gain[keep_in])
-        w_ho = _anova_arrays(cols["variant"][keep_ho], gain[keep_ho])
-        p_wo, z_wo = _components(w_in)[1], _spread_z(w_in, w_ho)
-        if call == "larger" and (p_wo >= alpha or z_wo < z_crit):
-            call = "one algorithm"
-            outliers.add(far)
-        calls.append(call)
-        parts.append(f"{scale}: between-algorithm sd of the gain {eval_set} {np.sqrt(vi):.3f} "
-                     f"(F-test p = {pi:.3g}, range {ri:.3f}) vs {held_out} {np.sqrt(vh):.3f} "
-                     f"(p = {ph:.3g}, range {rh:.3f}); difference of the variance components "
-                     f"z = {z:+.2f}; without {far}: p = {p_wo:.3g}, z = {z_wo:+.2f}")
-    verdict = ("reproduces" if all(c == "larger" for c in calls) else
-               f"only through {', '.join(sorted(outliers))}: without it the in-distribution "
-               "difference is not resolvably larger" if all(c == "one algorithm" for c in calls)
-               else "does not reproduce" if any(c == "smaller" for c in calls) else
-               "not resolved" if all(c == "unresolved" for c in calls) else
-               "partly (" + ", ".join(calls) + ")")
-    return verdict, parts
-
-
-def _anova(finals: pd.DataFrame) -> dict:
-    return _anova_arrays(finals["variant"].to_numpy(),
-                         finals["final"].to_numpy(float) - finals["r0"].to_numpy(float))
-
-
-def _anova_arrays(variant: np.ndarray, gain: np.ndarray) -> dict:
-    """Mean squares of per-run gains by variant (numpy; ``calibrate`` calls it ~10^4 times)."""
-    ok = np.isfinite(gain)
-    codes, _ = pd.factorize(np.asarray(variant)[ok])  # 0..k-1, every code present
-    gain = gain[ok]
-    k, n_total = (int(codes.max()) + 1 if codes.size else 0), int(gain.size)
-    sizes = np.bincount(codes, minlength=k).astype(float)
-    means = np.bincount(codes, gain, minlength=k) / np.maximum(sizes, 1)
-    out = {"k": k, "n": n_total, "range": float(np.ptp(means)) if means.size else float("nan")}
-    if k < 2 or n_total <= k:
-        return out
-    grand = gain.mean()
-    out["ms_b"] = float((sizes * (means - grand) ** 2).sum() / (k - 1))
-    out["ms_w"] = float(((gain - means[codes]) ** 2).sum() / (n_total - k))
-    out["n0"] = float(k / (1.0 / sizes).sum())
-    return out
-
-
-def _components(a: dict) -> tuple[float, float, float]:
-    if "ms_b" not in a:
-        return float("nan"), float("nan"), a["range"]
-    ms_b, ms_w = a["ms_b"], a["ms_w"]
-    p = float(stats.f.sf(ms_b / ms_w, a["k"] - 1, a["n"] - a["k"])) if ms_w > 0 else 0.0
-    return max((ms_b - ms_w) / a["n0"], 0.0), p, a["range"]
-
-
-def between_variants(finals: pd.DataFrame) -> tuple[float, float, float]:
-    """One-way ANOVA of per-run gains (final - r0) by variant: (between-variant variance
-    component, F-test p-value, range of the variant means). The variance component is
-    (MS_between - MS_within) / n (n = runs per variant, harmonic mean), floored at 0: the spread
-    of the algorithms' true gains once seed and eval noise are taken out."""
-    return _components(_anova(finals))
-
-
-def spread_difference(first: pd.DataFrame, second: pd.DataFrame) -> float:
-    """z statistic of V(first) - V(second), V the variance component of :func:`between_variants`
-    (unfloored): the spread of *these* algorithms' true gains (fixed effects), estimated as
-    S^2 - tau^2 with S^2 the variance of the algorithm means and tau^2 = MS_within / n0 the
-    noise variance of one mean. Its variance (normal noise): Var(S^2) = (2 tau^4 + 4 tau^2 V) /
-    (k - 1) plus Var(tau^2) = 2 tau^4 / (N - k), with V floored at 0. The two sets are treated as
-    independent (the same runs are scored on both: a positive correlation only makes this
-    conservative). nan when either set lacks replicate runs."""
-    return _spread_z(_anova(first), _anova(second))
-
-
-def _spread_z(a: dict, b: dict) -> float:
-    if "ms_b" not in a or "ms_b" not in b:
-        return float("nan")
-
-    def comp(x):
-        tau2 = x["ms_w"] / x["n0"]
-        v = x["ms_b"] / x["n0"] - tau2
-        var = (2 * tau2 ** 2 + 4 * tau2 * max(v, 0.0)) / (x["k"] - 1) \
-            + 2 * tau2 ** 2 / (x["n"] - x["k"])
-        return v, var
-
-    (va, wa), (vb, wb) = comp(a), comp(b)
-    if wa + wb <= 0:
-        return float("inf") if va > vb else float("-inf") if va < vb else float("nan")
-    return float((va - vb) / np.sqrt(wa + wb))
 
 
 def _claim(n: int, claim: str, verdict: str, evidence: str) -> dict:

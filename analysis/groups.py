@@ -158,14 +158,18 @@ def fit_all(results: Results, axes: Axes, *, window: FitWindow, n_boot: int = 10
     out: list[GroupFit] = []
     for (variant, scale, eval_set), sub in evals.groupby(["variant", "scale_value", "eval_set"],
                                                          sort=True):
-        run_curves, errors = [], []
+        run_curves, errors, seeds = [], [], []
         for (sweep, run_id), run_rows in sub.groupby(["sweep", "run_id"], sort=True):
-            run_dir = usable.loc[(usable["sweep"] == sweep) & (usable["run_id"] == run_id),
-                                 "run_dir"].iloc[0]
+            row = usable.loc[(usable["sweep"] == sweep) & (usable["run_id"] == run_id)].iloc[0]
             try:
-                run_curves.append(build_run_curve(run_rows, items_of(run_dir), eval_set))
+                run_curves.append(build_run_curve(run_rows, items_of(row["run_dir"]), eval_set))
+                seeds.append(_seed_key(row.get(axes.seed) if axes.seed else None))
             except FitError as exc:
                 errors.append(str(exc))
+        # runs in seed order: replicate r of every group's seed bootstrap then draws the same
+        # seeds (the bootstrap is paired across variants, analysis.claims.effect_intervals)
+        order = sorted(range(len(run_curves)), key=lambda i: (seeds[i], run_curves[i].run_id))
+        run_curves = [run_curves[i] for i in order]
         label = f"{variant} @ {scale} [{eval_set}]" if scale != ALL else f"{variant} [{eval_set}]"
         members = [CurveData(f"{r.run_id} [{eval_set}]", [r]) for r in run_curves] if per_run else []
         for member in members:
@@ -181,6 +185,16 @@ def fit_all(results: Results, axes: Axes, *, window: FitWindow, n_boot: int = 10
             group.error = "; ".join(filter(None, [group.error, *errors]))
         out.append(group)
     return out
+
+
+def _seed_key(value) -> tuple:
+    """Sort key of a seed value: numbers numerically, then text, missing last."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return (2, 0.0, "")
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
 
 
 def _fit_one(level, curve, window, n_boot, seed, method, variant, scale, eval_set) -> GroupFit:

@@ -111,7 +111,8 @@ def test_report_reproduces_every_claim_on_a_sweep_built_to_show_them(tmp_path):
 
 def test_claims_that_do_not_hold_are_reported_as_such(tmp_path):
     """Dr. GRPO's incorrect length grows as fast as GRPO's, clip-higher lowers entropy, the filter
-    moves A: claims 1-3 must not be "reproduces"."""
+    moves A: claims 1-3 must not be "reproduces". Both lengths grow alike, so claim 1 reads as an
+    equivalence (the paired difference lies inside +-5% of GRPO's incorrect length)."""
     v = dict(VARIANTS)
     v["dr_grpo"] = ("dr_grpo", {}, 0.62, 1.5, 0.05, 0.70)
     v["grpo+clip_high=0.28"] = ("grpo", {"clip_high": 0.28}, 0.60, 1.5, 0.05, 0.50)
@@ -120,7 +121,7 @@ def test_claims_that_do_not_hold_are_reported_as_such(tmp_path):
     write_sweep(tmp_path / "sweep", v)
     done = run_analysis(AnalysisOptions(str(tmp_path / "sweep"), n_boot=200, per_run=False))
     verdicts = done["tables"]["claims"].set_index("claim")["verdict"].to_dict()
-    assert verdicts[1] == "does not reproduce"
+    assert verdicts[1].startswith("no effect within +-"), verdicts[1]
     assert verdicts[2] == "does not reproduce"
     assert verdicts[3] == "does not reproduce"
 
