@@ -63,6 +63,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "(false-positive rate and power of every verdict for this study's "
                              "schedule; default 200, ~25 s for the demo; 0 skips it; "
                              "rlablate calibrate runs 500)")
+    parser.add_argument("--plan", type=int, default=40, metavar="N",
+                        help="simulated sweeps per comparison of the report's power-planner "
+                             "section (predicted interval widths for this study's schedule and "
+                             "noise, beside the achieved ones; default 40; 0 skips it)")
     return parser
 
 
@@ -85,7 +89,8 @@ def run_analyze(args: argparse.Namespace) -> int:
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
-                          reference=args.reference, calibrate=args.calibrate)
+                          reference=args.reference, calibrate=args.calibrate,
+                          plan=args.plan)
     try:
         done = run_analysis(opt)
     except (FileNotFoundError, FitError, NotADirectoryError) as exc:
@@ -191,3 +196,100 @@ def calibrate_main(argv: list[str] | None = None) -> int:
     """``python -m analysis.calibrate``-style entry point (used by the tests)."""
     parser = configure_calibrate_parser(argparse.ArgumentParser(prog="rlablate calibrate"))
     return run_calibrate(parser.parse_args(argv))
+
+
+# ------------------------------------------------------------------------------------------------
+# rlablate plan
+# ------------------------------------------------------------------------------------------------
+def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the plan arguments to ``parser``."""
+    parser.add_argument("spec", metavar="SPEC.yaml",
+                        help="the sweep spec whose design is planned (its steps, eval schedule, "
+                             "seeds and eval size are simulated)")
+    parser.add_argument("--pilot", metavar="DIR",
+                        help="results of a pilot (e.g. the reference alone, 2+ seeds): its "
+                             "curve and noise drive the simulation (default: the calibration's "
+                             "NoiseModel, with a warning)")
+    parser.add_argument("--eval-set", default="in_dist", help="eval set (default in_dist)")
+    parser.add_argument("--reference", default="grpo", metavar="VARIANT",
+                        help="the variant every other one is compared with (default grpo)")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                        help="margin on A (ScaleRL: 0.02): the smallest dA a 'moved A' verdict "
+                             "may claim")
+    parser.add_argument("--target-width", type=float, default=0.10, metavar="W",
+                        help="target 95%% width of the dA interval for the budget search "
+                             "(default 0.10)")
+    parser.add_argument("--sweeps", type=int, default=100, metavar="N",
+                        help="simulated sweeps per distinct comparison (default 100)")
+    parser.add_argument("--no-budget", dest="budget", action="store_false",
+                        help="skip the budget search")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed")
+    parser.add_argument("--write", action="store_true",
+                        help="pre-register: write the predicted widths into the spec's `plan:` "
+                             "block (the report prints them beside the achieved widths)")
+    parser.add_argument("--out", metavar="FILE.csv", help="also write the predictions as CSV")
+    return parser
+
+
+def add_plan_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``plan`` on an ``argparse`` subparsers object; sets ``func=run_plan``."""
+    from analysis import plan
+    parser = subparsers.add_parser(
+        "plan", help="predict interval widths and what a design can resolve, before it runs",
+        description=plan.__doc__.splitlines()[0])
+    configure_plan_parser(parser)
+    parser.set_defaults(func=run_plan)
+    return parser
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """Predict the spec's interval widths from a pilot and print them (and the budget search)."""
+    import time
+
+    from analysis import plan
+    from analysis.report import format_markdown_table
+    from analysis.schedule import read_schedule
+
+    t0 = time.perf_counter()
+    if args.sweeps < 10:
+        print("rlablate plan: error: --sweeps must be >= 10", file=sys.stderr)
+        return 2
+    if not 0 < args.target_width < 2:
+        print("rlablate plan: error: --target-width must be in (0, 2)", file=sys.stderr)
+        return 2
+    try:
+        name, groups = read_schedule(args.spec)
+    except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
+        print(f"rlablate plan: error: cannot read {args.spec}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups)
+    except (FileNotFoundError, FitError, ValueError, NotADirectoryError) as exc:
+        print(f"rlablate plan: error: {exc}", file=sys.stderr)
+        return 2
+    table = plan.predict(groups, pilot, args.sweeps, args.seed, args.margin, args.reference)
+    print(f"plan of sweep {name!r} ({len(groups)} groups), {args.sweeps} simulated sweeps per "
+          f"comparison")
+    for note in pilot.notes:
+        print(f"  {note}")
+    print(format_markdown_table(table))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    budget = None
+    ref = next((g for g in groups if g.variant == args.reference), None)
+    if args.budget and ref is not None:
+        budget = plan.budget_table(ref, pilot, args.target_width, max(args.sweeps // 2, 10),
+                                   args.seed)
+        print(f"budget search for a single-choice comparison at {ref.scale} (target dA width "
+              f"{args.target_width}):")
+        print(format_markdown_table(budget))
+        best = budget[budget["reaches"]]
+        print("cheapest budget reaching the target: " + (
+            f"{best.iloc[0]['seeds']} seeds x {best.iloc[0]['steps']} steps, eval "
+            f"{best.iloc[0]['eval']} (cost x{best.iloc[0]['cost']:.2f} of the spec's)"
+            if len(best) else "none of the candidates (more seeds or a quieter regime needed)"))
+    if args.write:
+        plan.write_plan(args.spec, table, pilot, args)
+        print(f"wrote the plan into {args.spec} (key `plan`)")
+    print(f"{time.perf_counter() - t0:.0f} s")
+    return 0

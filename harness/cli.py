@@ -6,6 +6,7 @@
     rlablate choices                               list every design-choice axis and its values
     rlablate analyze RESULTS_DIR                   fit curves, write the report
     rlablate calibrate SPEC.yaml                   false-positive rate and power of every verdict
+    rlablate plan SPEC.yaml --pilot DIR            predicted interval widths, what the design resolves
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
     rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
 
@@ -213,6 +214,16 @@ def _run_calibrate(args) -> int:
     return run_calibrate(args)
 
 
+def _add_plan(sub) -> None:
+    from analysis.cli import add_plan_parser
+    add_plan_parser(sub)
+
+
+def _run_plan(args) -> int:
+    from analysis.cli import run_plan
+    return run_plan(args)
+
+
 COMMANDS.add("train", Command(_add_train, _run_train))
 COMMANDS.add("config", Command(_add_config, _run_config))
 COMMANDS.add("presets", Command(_add_presets, _run_presets))
@@ -221,6 +232,7 @@ COMMANDS.add("sweep", _sweep_wing("sweep"))
 COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
 COMMANDS.add("calibrate", Command(_add_calibrate, _run_calibrate))
+COMMANDS.add("plan", Command(_add_plan, _run_plan))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,8 @@ system beyond reading the spec and its base.
     slurm: {partition: gpu, time_min: 60, cpus_per_task: 4, gpus_per_node: 1, mem_gb: 32}
     local: {parallel: 2}             # local executor: runs at once
     max_runs: 10000                  # a bigger grid is an error (checked before expanding)
+    plan: {...}                      # pre-registered predictions (`rlablate plan SPEC --write`);
+                                     # read by the report (planned vs achieved), not by the harness
 
 Every error is one line naming the spec key and what is allowed, raised before anything is written
 or submitted; every expanded run goes through `build_config`, so a bad grid value fails at expansion
@@ -54,7 +56,7 @@ class SpecError(ValueError):
 
 
 TOP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds", "exclude", "include",
-            "run_name", "executor", "slurm", "local", "max_runs")
+            "run_name", "executor", "slurm", "local", "max_runs", "plan")
 MAX_RUNS = 10_000  # default `max_runs`: a grid larger than this is a typo until the spec says otherwise
 # Keys a spec may not sweep or set: they are the sweep's identity and location, one per sweep.
 RESERVED = {"run.sweep": "set by the spec's `name`",
@@ -174,6 +176,9 @@ def _top(raw: Any, err: Err) -> str:
                   f"directory)")
     if not isinstance(raw.get("description", ""), str):
         raise err("description: expected a string")
+    if not isinstance(raw.get("plan", {}), dict):
+        raise err("plan: expected a mapping (the widths `rlablate plan SPEC --write` pre-registers; "
+                  "the harness does not read it)")
     return name
 
 

@@ -1,0 +1,262 @@
+"""The power planner: what a sweep design can resolve, predicted before it runs.
+
+``rlablate plan SPEC --pilot DIR`` (and a section of every report) answers the question a study
+must answer *before* it spends its budget: for each design-choice comparison of the spec (every
+variant against the reference at its scale), how wide will the 95% intervals of dA and of the B
+ratio be, how small a change of the ceiling A can the design resolve, and which budget (seeds,
+steps, eval items x samples) would reach a target width?
+
+Method: the noise is measured on a pilot (:func:`noise_from_fits`: the reference's pooled curve
+gives R0, A, B and C_mid in steps; its per-run fits the seed-to-seed sd of A and log B; the
+per-item eval results the spread of item difficulty) and the spec's schedule is simulated with
+:class:`analysis.calibrate.Simulator` under the null (the variant equals the reference), each
+simulated sweep analysed by the report's own fits, bootstrap and interval functions
+(:func:`analysis.claims.effect_intervals`). The predicted width is the median over simulated
+sweeps of ``dA_hi - dA_lo``; the smallest resolvable dA (80% power at 5%, two-sided) is
+``(z_0.975 + z_0.8) / (2 z_0.975) x width`` (normal approximation of the interval), and never
+less than the margin (a "moved A" verdict needs |dA| >= margin); the tightest equivalence margin
+is the 80th percentile of ``max(|dA_lo|, |dA_hi|)`` under the null (a "no effect on A within +-m"
+verdict needs the whole interval inside +-m).
+
+Assumptions (stated in the report): the variant's noise equals the reference's; seed effects are
+independent between variants (pairing through a shared prompt stream can only narrow the real
+intervals); the eval items are shared by every run (as the harness evaluates them); compute is
+proportional to the step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from analysis.calibrate import NoiseModel, Simulator, _fit
+from analysis.claims import effect_intervals
+from analysis.compare import DEFAULT_MARGIN
+from analysis.schedule import REFERENCE, Group
+
+Z95, Z80 = 1.959963984540054, 0.8416212335729143
+MDE_FACTOR = (Z95 + Z80) / (2 * Z95)  # smallest resolvable |dA| per unit of interval width
+
+
+@dataclass(frozen=True)
+class PilotNoise:
+    """The noise measured on a pilot, with where each number came from."""
+
+    noise: NoiseModel
+    notes: tuple[str, ...]
+    mid_steps: float  # the reference curve's C_mid in steps
+
+
+def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
+                    base: NoiseModel | None = None, k: int = 4) -> PilotNoise:
+    """A :class:`NoiseModel` from a pilot's fits (``analysis.groups.fit_all`` output).
+
+    Uses the reference variant's group fit at the scale with the most reference runs (R0, A, B,
+    C_mid converted to steps by the runs' compute per step), the sd over its per-run fits (A and
+    log B, only fits that converged; the defaults otherwise, with a note) and the item spread of
+    its step-0 per-item results (sd of per-item success minus the binomial part)."""
+    base = base or NoiseModel()
+    groups = [g for g in fits if g.level == "group" and g.variant == reference
+              and g.eval_set == eval_set and g.fit is not None]
+    if not groups:
+        raise ValueError(f"the pilot has no fitted group of {reference!r} on {eval_set!r}")
+    g = max(groups, key=lambda x: (x.curve.n_runs, x.fit.identified))
+    f = g.fit
+    notes = [f"pilot: {g.label}, {g.curve.n_runs} run(s), A {f.A:.3f}, B {f.B:.2f}, "
+             f"R0 {f.R0:.3f}" + ("" if f.identified else f" (fit not identified: {f.message})")]
+    steps = np.concatenate([r.steps for r in g.curve.runs]).astype(float)
+    comp = np.concatenate([r.compute for r in g.curve.runs])
+    per_step = float(np.median(comp / np.maximum(steps, 1)))
+    mid_steps = float(f.C_mid / per_step) if per_step > 0 else float("nan")
+    runs = [x for x in fits if x.level == "run" and x.variant == reference and x.scale == g.scale
+            and x.eval_set == eval_set and x.fit is not None and x.fit.converged]
+    kw = dict(R0=float(f.R0), A=float(f.A), B=float(f.B))
+    if len(runs) >= 2:
+        kw["seed_sd_A"] = float(np.std([x.fit.A for x in runs], ddof=1))
+        kw["seed_sd_logB"] = float(np.std([np.log(x.fit.B) for x in runs], ddof=1))
+        notes.append(f"seed sd from {len(runs)} converged per-run fits: A {kw['seed_sd_A']:.4f}, "
+                     f"log B {kw['seed_sd_logB']:.3f}")
+    else:
+        notes.append(f"fewer than 2 converged per-run fits: seed sd of A {base.seed_sd_A} and of "
+                     f"log B {base.seed_sd_logB} assumed (NoiseModel defaults)")
+    items = [r.r0_items for r in g.curve.runs if r.r0_items is not None]
+    if items and k > 1:
+        x = np.asarray(items[0], float)
+        var_p = max(float(np.var(x, ddof=1)) - float(np.mean(x * (1 - x))) / max(k - 1, 1), 0.0)
+        kw["item_spread"] = float(np.sqrt(var_p))
+        notes.append(f"item spread {kw['item_spread']:.3f} from {x.size} step-0 items")
+    noise = replace(base, **kw)
+    return PilotNoise(noise, tuple(notes), mid_steps)
+
+
+def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,
+                    n_sweeps: int = 100, seed: int = 0, n_boot: int = 400) -> dict:
+    """Interval widths of dA and log B-ratio over ``n_sweeps`` null sweeps of (ref, var)."""
+    rng = np.random.default_rng([seed, ref.steps, var.steps, ref.seeds, var.seeds, ref.n_items])
+    sim = Simulator(noise, ref.n_items, ref.k, rng)
+    widths, logb, reach, identified = [], [], [], 0
+    for i in range(n_sweeps):
+        r0_i, a_i = sim.items(noise.A, noise.R0)
+        r0_obs = sim.r0(r0_i)
+        f_r = _fit(sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, mid_steps), n_boot, i)
+        f_v = _fit(sim.group("var", var, r0_i, a_i, r0_obs, noise.B, mid_steps), n_boot, i)
+        if not all(x is not None and x.identified for x in (f_r[0], f_v[0])):
+            continue
+        identified += 1
+        (lo, hi), (b_lo, b_hi) = effect_intervals(f_v[1], f_r[1])
+        if np.isfinite(lo) and np.isfinite(hi):
+            widths.append(hi - lo)
+            reach.append(max(abs(lo), abs(hi)))
+        if np.isfinite(b_lo) and np.isfinite(b_hi) and b_lo > 0:
+            logb.append(np.log(b_hi) - np.log(b_lo))
+    def med(v):
+        return float(np.median(v)) if v else float("nan")
+    return {"identified_rate": identified / n_sweeps if n_sweeps else float("nan"),
+            "dA_width": med(widths), "B_log_width": med(logb),
+            "equiv_margin80": float(np.quantile(reach, 0.8)) if reach else float("nan")}
+
+
+def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: int = 0,
+            margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
+            n_boot: int = 400) -> pd.DataFrame:
+    """One row per comparison (variant vs reference at a scale) of the schedule ``groups``:
+    predicted median widths, identified rate, smallest resolvable dA, tightest equivalence."""
+    by_scale: dict[str, dict[str, Group]] = {}
+    for g in groups:
+        by_scale.setdefault(g.scale, {})[g.variant] = g
+    cache: dict[tuple, dict] = {}
+    rows = []
+    for scale, members in sorted(by_scale.items()):
+        ref = members.get(reference)
+        if ref is None:
+            continue
+        for name, var in sorted(members.items()):
+            if name == reference:
+                continue
+            key = (ref.steps, ref.every, ref.seeds, var.steps, var.every, var.seeds, ref.n_items,
+                   ref.k)
+            if key not in cache:
+                cache[key] = simulate_widths(ref, var, pilot.noise, pilot.mid_steps, n_sweeps,
+                                             seed, n_boot)
+            w = cache[key]
+            rows.append({"scale": scale, "variant": name, "vs": reference,
+                         "seeds": f"{ref.seeds}+{var.seeds}", "steps": f"{ref.steps}/{var.steps}",
+                         "eval": f"{ref.n_items}x{ref.k}", **w,
+                         "B_ratio_factor": float(np.exp(w["B_log_width"] / 2)),
+                         "mde_A": max(MDE_FACTOR * w["dA_width"], margin)
+                         if np.isfinite(w["dA_width"]) else float("nan")})
+    return pd.DataFrame(rows, columns=["scale", "variant", "vs", "seeds", "steps", "eval",
+                                       "identified_rate", "dA_width", "B_log_width",
+                                       "B_ratio_factor", "mde_A", "equiv_margin80"])
+
+
+def budget_options(ref: Group, seeds=(2, 3, 4, 6, 8), step_factors=(1.0, 1.5, 2.0),
+                   item_factors=(1, 2)) -> list[tuple[Group, float]]:
+    """Candidate budgets around ``ref`` with their cost in units of ``ref``'s cost (train steps x
+    seeds, plus eval items x samples x evals; the eval share of the cost is ~1/3 in the demo)."""
+    out = []
+    base_cost = ref.seeds * ref.steps * (1 + 0.5 * ref.n_items / 256 * 10 / ref.every)
+    for s in seeds:
+        for fs in step_factors:
+            for fi in item_factors:
+                steps = int(round(ref.steps * fs / ref.every)) * ref.every
+                g = replace(ref, seeds=s, steps=steps, n_items=int(ref.n_items * fi))
+                cost = s * steps * (1 + 0.5 * g.n_items / 256 * 10 / ref.every)
+                out.append((g, cost / base_cost))
+    return out
+
+
+def budget_table(ref: Group, pilot: PilotNoise, target_width: float, n_sweeps: int = 60,
+                 seed: int = 0, n_boot: int = 300, options=None) -> pd.DataFrame:
+    """Predicted dA width of a single-choice comparison at each candidate budget (both arms
+    at that budget), cheapest first, with ``reaches`` = width <= target."""
+    rows = []
+    for g, cost in options or budget_options(ref):
+        w = simulate_widths(g, g, pilot.noise, pilot.mid_steps, n_sweeps, seed, n_boot)
+        rows.append({"seeds": g.seeds, "steps": g.steps, "every": g.every,
+                     "eval": f"{g.n_items}x{g.k}", "cost": cost, **w,
+                     "reaches": bool(np.isfinite(w["dA_width"]) and w["dA_width"] <= target_width
+                                     and w["identified_rate"] >= 0.8)})
+    return pd.DataFrame(rows).sort_values(["cost", "dA_width"]).reset_index(drop=True)
+
+
+def planned_vs_achieved(plan: dict, effects: pd.DataFrame) -> pd.DataFrame:
+    """The spec's pre-registered widths (``plan: {comparisons: {"variant @ scale": {dA_width:
+    ...}}}``) beside the widths the study achieved, with their ratio (achieved / predicted)."""
+    comps = (plan or {}).get("comparisons") or {}
+    rows = []
+    for rec in effects.to_dict("records"):
+        label = f"{rec['variant']} @ {rec['scale']}"
+        pred = comps.get(label) or {}
+        achieved = rec["dA_hi"] - rec["dA_lo"]
+        p = float(pred.get("dA_width", np.nan))
+        rows.append({"comparison": label, "predicted_dA_width": p, "achieved_dA_width": achieved,
+                     "ratio": achieved / p if np.isfinite(p) and p > 0 else np.nan,
+                     "verdict": rec["verdict"]})
+    return pd.DataFrame(rows, columns=["comparison", "predicted_dA_width", "achieved_dA_width",
+                                       "ratio", "verdict"])
+
+
+def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
+                   groups: list[Group]) -> PilotNoise:
+    """The pilot's noise (:func:`noise_from_fits` on a results tree), or, without a pilot, the
+    calibration's defaults with C_mid at ``mid_frac`` of the reference's steps (and a note)."""
+    if pilot_dir is None:
+        ref = next((g for g in groups if g.variant == reference), None)
+        steps = ref.steps if ref else 150
+        nz = NoiseModel()
+        return PilotNoise(nz, ("no pilot: NoiseModel defaults (the old demo's scale); run a "
+                               "pilot and pass --pilot for a real plan",), nz.mid_frac * steps)
+    from analysis.fit import FitWindow
+    from analysis.groups import detect_axes, fit_all
+    from analysis.load import load_results
+    results = load_results(pilot_dir)
+    if results.runs.empty:
+        raise FileNotFoundError(f"no run directories under {pilot_dir}")
+    axes = detect_axes(results)
+    if not axes.variant and "algo.preset" in results.runs.columns:
+        axes = detect_axes(results, by=["algo.preset"])  # a pilot of one algorithm
+    fits = fit_all(results, axes, window=FitWindow(), n_boot=0, per_run=True)
+    ev = results.evals[results.evals["eval_set"] == eval_set]
+    k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
+    return noise_from_fits(fits, reference, eval_set, k=k)
+
+
+def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
+    """Pre-register: replace the spec's top-level ``plan:`` block (or insert one after the header
+    comments) with the predictions. Comments and every other key are kept as written."""
+    import datetime
+
+    import yaml
+    from pathlib import Path
+
+    comps = {f"{r['variant']} @ {r['scale']}": {
+        k: (round(float(r[k]), 4) if np.isfinite(r[k]) else None)
+        for k in ("dA_width", "B_ratio_factor", "mde_A", "equiv_margin80", "identified_rate")}
+        for r in table.to_dict("records")}
+    nz = pilot.noise
+    block = {"plan": {
+        "written": datetime.date.today().isoformat(),
+        "by": f"rlablate plan --pilot {args.pilot} --sweeps {args.sweeps} --seed {args.seed}",
+        "noise": {"R0": round(nz.R0, 4), "A": round(nz.A, 4), "B": round(nz.B, 4),
+                  "C_mid_steps": round(pilot.mid_steps, 1), "seed_sd_A": round(nz.seed_sd_A, 4),
+                  "seed_sd_logB": round(nz.seed_sd_logB, 4),
+                  "item_spread": round(nz.item_spread, 4)},
+        "comparisons": comps}}
+    text = yaml.safe_dump(block, sort_keys=False, width=100)
+    path = Path(spec_path)
+    lines = path.read_text().splitlines(keepends=True)
+    out, skipping = [], False
+    for line in lines:  # drop an old top-level plan block
+        if line.startswith("plan:"):
+            skipping = True
+            continue
+        if skipping and (line.startswith((" ", "\t")) or not line.strip()):
+            continue
+        skipping = False
+        out.append(line)
+    head = 0
+    while head < len(out) and (out[head].startswith("#") or not out[head].strip()):
+        head += 1
+    path.write_text("".join(out[:head]) + text + "".join(out[head:]))

@@ -1,0 +1,189 @@
+"""The power planner (`rlablate plan`), the equivalence verdicts and the paired bootstrap.
+
+Known truths: synthetic pilots with a known curve and seed noise (analysis.synth), verdicts from
+intervals computed by hand, and a pair of groups whose seed effects are shared, where pairing
+must narrow the dA interval by the amount the shared part contributes.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from analysis import plan
+from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
+from analysis.claims import effect_intervals, effect_verdict
+from analysis.fit import FitWindow
+from analysis.groups import detect_axes, fit_all
+from analysis.load import load_results
+from analysis.schedule import Group
+from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------------
+# Verdicts (by hand)
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dA, a_ci, b_ci, expected", [
+    (0.001, (-0.012, 0.015), (0.70, 1.60), "no effect on A"),     # A equal, B undecided
+    (0.001, (-0.012, 0.015), (0.90, 1.10), "no effect"),          # both equal
+    (0.001, (-0.012, 0.015), (1.30, 2.10), "only B"),             # A equal, B moved
+    (0.001, (-0.030, 0.015), (0.70, 1.60), "not resolved"),       # A interval crosses -0.02
+    (0.060, (0.030, 0.090), (0.70, 1.60), "moved A"),
+    (0.015, (0.005, 0.025), (0.70, 1.60), "not resolved"),        # excludes 0 but |dA| < margin
+])
+def test_effect_verdicts_by_hand(dA, a_ci, b_ci, expected):
+    assert effect_verdict(dA, a_ci, b_ci, True, margin=0.02) == expected
+
+
+def test_unidentified_fits_give_no_verdict_even_inside_the_margin():
+    assert effect_verdict(0.0, (-0.001, 0.001), (0.99, 1.01), False).startswith("not resolved")
+
+
+# ------------------------------------------------------------------------------------------------
+# Pairing: the same seeds and items in replicate r of both groups
+# ------------------------------------------------------------------------------------------------
+def _group(label, A, offsets, rng, steps=np.arange(10, 201, 10), R0=0.3, B=1.5, c_mid=40.0):
+    runs = []
+    for s, off in enumerate(offsets):
+        frac = 1 / (1 + (c_mid / steps) ** B)
+        y = R0 + (A + off - R0) * frac + rng.normal(0, 0.004, steps.size)
+        runs.append(RunCurve(f"{label}-s{s}", steps, steps.astype(float), y,
+                             np.full(steps.size, 0.004), R0, 0.004))
+    return CurveData(label, runs, FitWindow())
+
+
+def test_paired_bootstrap_cancels_shared_seed_effects():
+    """Seed s shifts both variants' ceilings by the same offset (a shared prompt stream): the
+    paired dA interval is much narrower than the one from the same runs with the variant's seeds
+    in reverse order (unpaired draws of the same data)."""
+    rng = np.random.default_rng(0)
+    offsets = [-0.04, -0.01, 0.0, 0.02, 0.05, -0.03]
+    ref = _group("ref", 0.60, offsets, rng)
+    var = _group("var", 0.60, offsets, rng)
+    shuffled = CurveData("var", list(reversed(var.runs)), FitWindow())
+
+    def width(a, b):
+        fa, fb = fit_curve_data(a), fit_curve_data(b)
+        ba = bootstrap_fit(a, 400, seed=0, point=fa)
+        bb = bootstrap_fit(b, 400, seed=0, point=fb)
+        (lo, hi), _ = effect_intervals(bb, ba)
+        return hi - lo, lo, hi
+
+    paired_w, lo, hi = width(ref, var)
+    unpaired_w, _, _ = width(ref, shuffled)
+    assert lo < 0 < hi  # no true difference
+    # measured: 0.029 paired vs 0.081 unpaired (the rest is eval noise and the 6-seed widening)
+    assert paired_w < 0.5 * unpaired_w, (paired_w, unpaired_w)
+
+
+def test_fit_all_orders_each_groups_runs_by_seed(tmp_path):
+    """Run ids sort s10 before s2; the groups' runs must still come in seed order (pairing)."""
+    for seed in (2, 10, 1):
+        for algo in ("grpo", "dapo"):
+            cfg = make_config(algo, "1m", seed)
+            cfg["run"]["name"] = f"{'zz' if seed == 1 else 'aa'}-{algo}"  # names against order
+            write_run(tmp_path / f"{algo}-s{seed}", RunSpec(
+                config=cfg, curves={"in_dist": CurveSpec(0.6, 1.5, 4e13, 0.3)}, steps=100,
+                eval_every=10, seed=seed))
+    res = load_results(tmp_path)
+    fits = fit_all(res, detect_axes(res), window=FitWindow(), n_boot=0, per_run=False)
+    for g in fits:
+        seeds = [res.runs.set_index("run_id").loc[r.run_id, "run.seed"] for r in g.curve.runs]
+        assert seeds == [1, 2, 10], (g.label, seeds)
+
+
+# ------------------------------------------------------------------------------------------------
+# The planner
+# ------------------------------------------------------------------------------------------------
+def _pilot(root, seeds=(0, 1, 2, 3), A=0.55, a_sd=0.01, n_items=256, steps=200, every=10):
+    """GRPO alone, the ScaleRL curve with C_mid at step 30 (1e12 FLOPs per step)."""
+    rng = np.random.default_rng(7)
+    for seed in seeds:
+        spec = RunSpec(config=make_config("grpo", "tiny-1m", seed),
+                       curves={"in_dist": CurveSpec(A + rng.normal(0, a_sd), 1.5, 30e12, 0.25)},
+                       steps=steps, eval_every=every, n_items=n_items, k=4, seed=100 + seed)
+        write_run(root / f"grpo-s{seed}", spec)
+
+
+def test_pilot_noise_recovers_the_known_curve(tmp_path):
+    _pilot(tmp_path)
+    groups = [Group("grpo", "tiny-1m", 200, 10, 4)]
+    p = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", groups)
+    assert p.noise.R0 == pytest.approx(0.25, abs=0.03)
+    assert p.noise.A == pytest.approx(0.55, abs=0.02)
+    assert p.mid_steps == pytest.approx(30, rel=0.25)
+    assert p.noise.B == pytest.approx(1.5, rel=0.4)
+    # synth's items: starts drawn with sd 0.15 around R0 (clipped at 0.02)
+    assert 0.08 < p.noise.item_spread < 0.2
+    assert p.noise.seed_sd_A < 0.05
+
+
+def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_path):
+    _pilot(tmp_path)
+    pilot = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist",
+                                [Group("grpo", "tiny-1m", 200, 10, 4)])
+    w = {s: plan.simulate_widths(Group("grpo", "tiny-1m", 200, 10, s),
+                                 Group("v", "tiny-1m", 200, 10, s), pilot.noise, pilot.mid_steps,
+                                 n_sweeps=30, n_boot=200)
+         for s in (3, 8)}
+    assert w[3]["identified_rate"] > 0.8 and w[8]["identified_rate"] > 0.8
+    assert w[8]["dA_width"] < 0.7 * w[3]["dA_width"], w
+    # the table carries the same numbers and the rule mde = (z.975 + z.8) / (2 z.975) x width
+    groups = [Group("grpo", "tiny-1m", 200, 10, 8), Group("grpo+x=1", "tiny-1m", 200, 10, 8)]
+    table = plan.predict(groups, pilot, n_sweeps=30, n_boot=200, margin=0.0)
+    row = table.iloc[0]
+    assert row["variant"] == "grpo+x=1"
+    assert row["dA_width"] == pytest.approx(w[8]["dA_width"], rel=0.3)
+    assert row["mde_A"] == pytest.approx(0.7143 * row["dA_width"], rel=1e-3)
+
+
+def test_write_plan_keeps_the_spec_loadable_and_replaces_its_block(tmp_path):
+    spec = tmp_path / "demo.yaml"
+    shutil.copy(ROOT / "sweeps" / "demo-quick.yaml", spec)
+    text = (ROOT / "sweeps" / "demo-quick.yaml").read_text()
+    spec.write_text(text.replace("../configs/default.yaml", str(ROOT / "configs/default.yaml")))
+    _pilot(tmp_path / "pilot")
+    args = type("A", (), {"pilot": str(tmp_path / "pilot"), "sweeps": 10, "seed": 0})
+    import pandas as pd
+    table = pd.DataFrame([{"variant": "dr_grpo", "scale": "tiny-1m", "dA_width": 0.08,
+                           "B_ratio_factor": 1.3, "mde_A": 0.057, "equiv_margin80": 0.05,
+                           "identified_rate": 0.9}])
+    pilot = plan.pilot_from_dir(args.pilot, "grpo", "in_dist", [Group("grpo", "tiny-1m", 80, 20, 3)])
+    for _ in range(2):  # twice: the second write replaces the first block
+        plan.write_plan(spec, table, pilot, args)
+    out = spec.read_text()
+    assert out.count("\nplan:") + out.startswith("plan:") == 1
+    assert out.splitlines()[0].startswith("#")  # the header comments stay on top
+    data = yaml.safe_load(out)
+    assert data["plan"]["comparisons"]["dr_grpo @ tiny-1m"]["dA_width"] == 0.08
+    from harness.sweep.expand import expand
+    from harness.sweep.spec import load_spec
+    assert len(expand(load_spec(spec))) == len(expand(load_spec(ROOT / "sweeps" / "demo-quick.yaml")))
+
+
+def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
+    _pilot(tmp_path / "pilot", seeds=(0, 1))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nset: {train.steps: 200, eval.every: 10}\n"
+                    "grid: {algo.preset: [grpo, dr_grpo]}\nseeds: [0, 1, 2]\n")
+    cmd = [sys.executable, "-m", "harness.cli", "plan", str(spec), "--pilot",
+           str(tmp_path / "pilot"), "--sweeps", "20", "--no-budget", "--out",
+           str(tmp_path / "p.csv")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "dr_grpo" in done.stdout and "dA_width" in done.stdout
+    import pandas as pd
+    row = pd.read_csv(tmp_path / "p.csv").iloc[0]
+    assert row["seeds"] == "3+3" and 0 < row["dA_width"] < 0.5
+    bad = subprocess.run(cmd[:5] + ["--sweeps", "3"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--sweeps" in bad.stderr
+    missing = subprocess.run(cmd[:5] + ["--pilot", str(tmp_path / "nope")], capture_output=True,
+                             text=True, cwd=ROOT)
+    assert missing.returncode == 2 and "nope" in missing.stderr
