@@ -66,7 +66,8 @@ class RunFiles:
         write_json(self.summary_path, self.summary)
 
 
-def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool] | None = None) -> dict:
+def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool] | None = None,
+          pause_at: int | None = None) -> dict:
     """Run (or resume) the run described by `cfg`; returns its summary. `stop_requested` is asked
     after every step (a job scheduler's preemption signal): when it says yes, the run saves a
     checkpoint and returns with status `interrupted`, to be resumed by the next attempt."""
@@ -78,7 +79,8 @@ def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool]
     run_dir.mkdir(parents=True, exist_ok=True)
     faults.set_run(cfg.run_id())
     with file_lock(run_dir / ".lock"):
-        return _train_locked(cfg, run_dir, ckpt_dir, dp, progress, stop_requested or (lambda: False))
+        return _train_locked(cfg, run_dir, ckpt_dir, dp, progress, stop_requested or (lambda: False),
+                             pause_at)
 
 
 def _open_run(cfg: Config, run_dir: Path, ckpt_dir: Path, dp) -> RunFiles | dict:
@@ -111,7 +113,7 @@ def _open_run(cfg: Config, run_dir: Path, ckpt_dir: Path, dp) -> RunFiles | dict
 
 
 def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool,
-                  stop_requested: Callable[[], bool]) -> dict:
+                  stop_requested: Callable[[], bool], pause_at: int | None = None) -> dict:
     f = _open_run(cfg, run_dir, ckpt_dir, dp)
     if isinstance(f, dict):
         return f
@@ -119,6 +121,9 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         p = build_parts(cfg, dp, progress)
         f.summary["warm_start"] = {k: p.warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops")}
         last_eval = _resume(p, f)
+        if pause_at is not None and p.counters.step >= pause_at:  # already at the rung
+            f.summary.update(status="interrupted", stop_reason="paused", step=p.counters.step)
+            return dict(f.summary)
         if p.counters.value_pretrained < cfg.algo.value_pretrain_steps:  # VAPO, before step 1
             pretrain_losses = pretrain(p, step_seed)
             checkpoint.save(p, f.ckpt_dir)
@@ -138,7 +143,9 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                 tb.log(last_eval)
             wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and f.wall_s() >= cfg.train.max_wall_s)
             # a stop request on the last step: the run simply finishes
-            stop = step < cfg.train.steps and not wall_up and distributed.any_rank(stop_requested())
+            paused = pause_at is not None and step >= pause_at
+            stop = step < cfg.train.steps and not wall_up and (
+                paused or distributed.any_rank(stop_requested()))
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or wall_up or stop:
                 if wall_up and last_eval["step"] != step:
                     last_eval = _eval(p, f, step)
@@ -151,11 +158,11 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                             held_out=f"{last_eval['eval/held_out/pass@1']:.3f}",
                             tok_s=f"{row['perf/tokens_per_s']:.0f}")
             if wall_up or stop:
-                stop_reason = "max_wall_s" if wall_up else "preempted"
+                stop_reason = "max_wall_s" if wall_up else "paused" if paused else "preempted"
                 break
         bar.close()
         tb.close()
-        if stop_reason == "preempted":  # the next attempt resumes from the checkpoint just saved
+        if stop_reason in ("preempted", "paused"):  # the next attempt resumes from this checkpoint
             f.summary.update(status="interrupted", stop_reason=stop_reason)
             return dict(f.summary)
         f.write_summary(status="finished", step=p.counters.step, stop_reason=stop_reason,

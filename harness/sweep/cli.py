@@ -52,6 +52,10 @@ def _sweep_args(s: argparse.ArgumentParser) -> None:
                         "every run")
     s.add_argument("--wait", action="store_true",
                    help="slurm executor: wait for the jobs and report each run's outcome")
+    s.add_argument("--halving", metavar="STEP[,STEP...]", default=None,
+                   help="successive halving: train every run to each rung, stop the arms whose A "
+                        "upper bound lies below the leader's lower bound (fitted curves), go on "
+                        "with the rest; halving.json records it (see harness/sweep/halving.py)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="local executor: one progress bar over all runs' steps with each running "
                         "run's step (default: on when stderr is a terminal)")
@@ -83,8 +87,16 @@ def run_sweep(args: argparse.Namespace, exit_failed: int) -> int:
               f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
         return 0
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait, selected=selected,
-                 show_progress=show)
+    if args.halving:
+        from .halving import parse_rungs, successive_halving
+        rungs = parse_rungs(args.halving, runs)
+        if selected is not None or (executor == "slurm" and not args.wait):
+            raise SpecError("--halving: needs every run (no --only) and an executor that waits "
+                            "(local, debug, or slurm with --wait)")
+        res = successive_halving(spec, runs, executor, rungs, args.parallel, show_progress=show)
+    else:
+        res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait,
+                     selected=selected, show_progress=show)
     bad = [rid for rid, s in res["results"].items() if s != "finished"]
     if res["results"]:
         print(f"{len(res['results']) - len(bad)} of {len(res['results'])} submitted runs finished"

@@ -50,6 +50,7 @@ class Submission:
     wait: bool = False                      # slurm: wait for the jobs
     states: dict = field(default_factory=dict)
     show_progress: bool = False
+    pause_at: int | None = None             # successive halving: every run stops at this step
     result: dict = field(default_factory=lambda: {"submitted": [], "skipped": {}, "jobs": {},
                                                   "results": {}})
 
@@ -67,7 +68,8 @@ class Submission:
 
     def job(self, r) -> RunJob:
         grace = self.meta.grace_s
-        return RunJob(r.cfg.to_dict(), r.run_id, grace(r.resources) if grace else None)
+        return RunJob(r.cfg.to_dict(), r.run_id, grace(r.resources) if grace else None,
+                      self.pause_at)
 
     def record(self, r, job) -> None:
         self.result["jobs"][r.run_id] = job

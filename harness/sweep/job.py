@@ -97,8 +97,10 @@ class RunJob(submitit.helpers.Checkpointable):
     small and the run is exactly the one expanded at submission time. `grace_s`: how long a stop
     request may wait for a step boundary (None: no signal handling of ours, e.g. in-process)."""
 
-    def __init__(self, config: dict, run_id: str, grace_s: float | None = None):
+    def __init__(self, config: dict, run_id: str, grace_s: float | None = None,
+                 pause_at: int | None = None):
         self.config, self.run_id, self.grace_s = config, run_id, grace_s
+        self.pause_at = pause_at  # successive halving: checkpoint and stop at this step
 
     def __call__(self) -> dict:
         stop = StopRequest.install(getattr(self, "grace_s", None))  # first: before torch loads
@@ -121,7 +123,8 @@ class RunJob(submitit.helpers.Checkpointable):
         record_attempt(run_dir.parent, cfg.run_id(), job_id,
                        prev.get("step", 0) if prev.get("status") != "finished" else None)
         try:
-            summary = train(cfg, progress=False, stop_requested=stop.requested if stop else None)
+            summary = train(cfg, progress=False, stop_requested=stop.requested if stop else None,
+                            pause_at=getattr(self, "pause_at", None))
         finally:
             if stop is not None:
                 stop.cancel()
@@ -135,4 +138,5 @@ class RunJob(submitit.helpers.Checkpointable):
         """Preempted or timed out: requeue this same run. Its state is on disk (the run's
         checkpoint), so nothing needs to be carried in the pickle."""
         return submitit.helpers.DelayedSubmission(RunJob(self.config, self.run_id,
-                                                         getattr(self, "grace_s", None)))
+                                                         getattr(self, "grace_s", None),
+                                                         getattr(self, "pause_at", None)))

@@ -52,7 +52,7 @@ def plan(runs: list[Run], selected: set[str] | None = None
 
 def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: bool = False,
            out: Callable[[str], None] = print, selected: set[str] | None = None,
-           show_progress: bool = False) -> dict:
+           show_progress: bool = False, pause_at: int | None = None) -> dict:
     """Submit the runs that need it. local and debug wait for their runs; slurm returns once the
     arrays are queued unless `wait`. Returns {"submitted": [...], "skipped": {...}, "jobs": {...},
     "results": {run_id: status}}."""
@@ -66,7 +66,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
         out(f"sweep {spec.name}: {summarize(runs)}; submitting {len(todo)}, skipping {len(skipped)} "
             f"({_count(skipped.values())})  [{sdir}]")
         sub = Submission(executor, sdir, spec.name, out, wait=wait, states=states,
-                         show_progress=show_progress,
+                         show_progress=show_progress, pause_at=pause_at,
                          parallel=parallel or spec.local["parallel"] or os.cpu_count() or 1)
         sub.result.update(submitted=[r.run_id for r in todo], skipped=skipped)
         if todo:

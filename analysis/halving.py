@@ -1,0 +1,109 @@
+"""Successive halving on fitted curves: after a rung, stop the arms that cannot win.
+
+A sweep run with ``rlablate sweep SPEC --halving 60,120`` trains every run to the first rung (60
+steps), stops, and asks :func:`decide` which arms go on: every arm (a variant at a scale, pooled
+over its seeds) is fitted with the ScaleRL curve on the evals up to the rung, with the report's
+bootstrap; the *leader* is the arm whose A interval has the highest lower bound; an arm is stopped
+when the upper bound of its A interval lies below the leader's lower bound. The survivors go on to
+the next rung, and after the last one to the end of their runs: the budget the stopped arms did not
+use is what halving saves. This is the confidence-bound elimination of successive halving /
+Hyperband (Jamieson & Talwalkar 2016, arXiv 1502.07943; Li et al. 2017, arXiv 1603.06560) with the
+fitted curve as the learning-curve model, which none of verl, TRL or OpenRLHF offers.
+
+Honest by construction: an arm whose fit is not identified (analysis.fit: A would be an
+extrapolation) is never stopped, and the leader must itself be identified; so early rungs on slow
+curves stop nothing. A stopped run is only paused (checkpointed): ``rlablate sweep SPEC`` without
+``--halving`` resumes it, which is how a full sweep is recovered to check a halved ranking
+(:func:`ranking_agreement`, Kendall tau).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.fit import FitWindow
+from analysis.groups import detect_axes, fit_all
+from analysis.load import Results, load_results
+
+COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "reason",
+           "run_ids"]
+
+
+def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
+    """One row per arm and scale: its A interval and ``continue`` or ``stop`` with the reason."""
+    rows = []
+    groups = [g for g in fits if g.level == "group" and g.eval_set == eval_set]
+    for scale in sorted({g.scale for g in groups}):
+        arms = [g for g in groups if g.scale == scale]
+        info = {}
+        for g in arms:
+            ok = g.fit is not None and g.fit.identified and g.boot is not None
+            lo, hi = g.boot.ci("A") if ok else (np.nan, np.nan)
+            info[g.variant] = (g, ok and np.isfinite(lo), lo, hi)
+        known = {v: x for v, x in info.items() if x[1]}
+        leader = max(known, key=lambda v: known[v][2]) if known else None
+        lead_lo = known[leader][2] if leader else np.nan
+        for v, (g, ok, lo, hi) in sorted(info.items()):
+            if not ok:
+                decision, reason = "continue", ("fit not identified: " + (
+                    g.fit.message if g.fit is not None else (g.error or "no fit")))
+            elif v == leader:
+                decision, reason = "continue", "leader (highest lower bound of A)"
+            elif hi < lead_lo:
+                decision, reason = "stop", (f"A upper bound {hi:.3f} < leader {leader}'s lower "
+                                            f"bound {lead_lo:.3f}")
+            else:
+                decision, reason = "continue", (f"A interval reaches the leader's ({hi:.3f} >= "
+                                                f"{lead_lo:.3f})")
+            rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
+                         "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
+                         "identified": bool(ok), "decision": decision, "reason": reason,
+                         "run_ids": list(g.run_ids)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def restrict(results: Results, run_ids: set[str] | None, max_step: int) -> Results:
+    """The runs ``run_ids`` (all when None) and their evals at or before ``max_step``."""
+    keep = results.runs["run_id"].isin(run_ids) if run_ids is not None else slice(None)
+    runs = results.runs[keep].reset_index(drop=True)
+    ev = results.evals
+    ev = ev[ev["run_id"].isin(runs["run_id"]) & (ev["step"] <= max_step)].reset_index(drop=True)
+    return Results(evals=ev, runs=runs, issues=results.issues,
+                   config_columns=results.config_columns, root=results.root, train=results.train)
+
+
+def decide_from_dir(sweep_dir, rung: int, eval_set: str = "in_dist",
+                    run_ids: list[str] | None = None, n_boot: int = 400, seed: int = 0,
+                    by: list[str] | None = None) -> pd.DataFrame:
+    """:func:`decide` on a sweep directory's runs (``run_ids``), with their evals up to ``rung``."""
+    results = restrict(load_results(sweep_dir), set(run_ids) if run_ids else None, rung)
+    if results.runs.empty:
+        raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
+    axes = detect_axes(results, by)
+    fits = fit_all(results, axes, window=FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
+    return decide(fits, eval_set)
+
+
+def compute_saved(decisions: list[tuple[int, pd.DataFrame]], total_steps: dict[str, int]) -> float:
+    """Fraction of the full sweep's train steps the stopped runs did not use. ``decisions``:
+    (rung, table) per rung; ``total_steps``: run_id -> its train.steps."""
+    full = float(sum(total_steps.values()))
+    saved = 0.0
+    for rung, table in decisions:
+        for rec in table[table["decision"] == "stop"].to_dict("records"):
+            saved += sum(max(total_steps.get(r, rung) - rung, 0) for r in rec["run_ids"])
+    return saved / full if full else float("nan")
+
+
+def ranking_agreement(full: dict[str, float], halved: dict[str, float]) -> dict:
+    """Kendall tau between the full sweep's ranking (arm -> A, or final pass rate) and the halved
+    one's, over the arms both have; and whether both put the same arm first."""
+    arms = sorted(set(full) & set(halved))
+    if len(arms) < 2:
+        return {"n_arms": len(arms), "kendall_tau": np.nan, "p": np.nan, "same_best": None}
+    a = [full[x] for x in arms]
+    b = [halved[x] for x in arms]
+    tau, p = stats.kendalltau(a, b)
+    return {"n_arms": len(arms), "kendall_tau": float(tau), "p": float(p),
+            "same_best": max(full, key=full.get) == max(halved, key=halved.get)}
