@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.bootstrap import METHODS
-from analysis.compare import DEFAULT_MARGIN
-from analysis.fit import FitError
+# Kept here, not imported from analysis.bootstrap / analysis.compare, so that building the parser
+# (every `rlablate` command, `--help` included) does not import scipy and pandas; tests/test_cli.py
+# checks they equal bootstrap.METHODS and compare.DEFAULT_MARGIN.
+METHODS = ("auto", "seeds", "items", "seeds+items", "residuals")
+DEFAULT_MARGIN = 0.02
 
 
 def _fraction(text: str) -> float:
@@ -77,6 +79,7 @@ def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Run the analysis described by parsed ``args``; print where the report went."""
+    from analysis.fit import FitError
     from analysis.report import AnalysisOptions, run_analysis
 
     opt = AnalysisOptions(results_dir=args.results_dir, out=args.out, by=args.by,
@@ -145,10 +148,10 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
 
 def add_calibrate_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``calibrate`` on an ``argparse`` subparsers object; sets ``func=run_calibrate``."""
-    from analysis import calibrate
     parser = subparsers.add_parser(
         "calibrate", help="false-positive rate and power of every verdict, by simulation",
-        description=calibrate.__doc__.splitlines()[0])
+        description="Calibration by simulation: how often each verdict of the report is wrong, "
+                    "for one sweep spec (analysis/calibrate.py).")
     configure_calibrate_parser(parser)
     parser.set_defaults(func=run_calibrate)
     return parser
@@ -159,6 +162,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import time
 
     from analysis.calibrate import NoiseModel, calibrate, describe, read_schedule, with_overrides
+    from analysis.fit import FitError
     from analysis.report import format_markdown_table
 
     t0 = time.perf_counter()

@@ -110,6 +110,12 @@ def _run_train(args) -> int:
     cfg = _load(args)
     if cfg is None:
         return EXIT_USAGE
+    from .config import ConfigError, check_environment
+    try:  # the device and the files, before the run directory is made
+        check_environment(cfg)
+    except ConfigError as e:
+        print(f"rlablate: config error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     from .loop import train
     from .loop.warm_start import WarmStartError
     try:
@@ -235,15 +241,66 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _spacing_hint(tokens: list[str]) -> str | None:
+    """`optim.lr = 3e-4`, `optim.lr =3e-4`, `optim.lr= 3e-4`: a hint toward `optim.lr=3e-4`."""
+    for i, tok in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok == "=" and 0 < i and nxt is not None:
+            parts = tokens[i - 1:i + 2]
+        elif tok.startswith("=") and i > 0 and "=" not in tokens[i - 1]:
+            parts = tokens[i - 1:i + 1]
+        elif tok.endswith("=") and nxt is not None and "=" not in nxt and not nxt.startswith("-"):
+            parts = [tok, nxt]
+        else:
+            continue
+        return (f"{' '.join(parts)!r}: write an override without spaces around '=': "
+                f"{''.join(parts)}")
+    return None
+
+
+def _option_hint(extra: list[str], argv: list[str]) -> str | None:
+    """`--steps 10`, `--train.steps=10` (not options of the command): a hint toward the config
+    key, `train.steps=10`."""
+    from .config import describe_fields
+    keys = sorted((k for k, _, _ in describe_fields()), key=lambda k: k.startswith("warmup."))
+    for tok in extra:
+        if not tok.startswith("--") or len(tok) < 3:
+            continue
+        name, _, value = tok[2:].partition("=")
+        i = argv.index(tok) if tok in argv else -1
+        if not value and 0 <= i < len(argv) - 1 and not argv[i + 1].startswith("-"):
+            value = argv[i + 1]
+        name = name.replace("-", "_")
+        hits = [k for k in keys if k == name or k.endswith("." + name)]
+        if hits:
+            return (f"unrecognized option {tok!r}: config keys are set as key=value, not as "
+                    f"options: {hits[0]}={value or '...'}"
+                    + (f" (or {', '.join(hits[1:4])})" if len(hits) > 1 else ""))
+    return None
+
+
+# the commands whose work takes time: their wall time is printed at the end (stderr)
+TIMED = ("train", "sweep", "analyze", "calibrate")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import time
+    t0 = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     # key=value overrides may also follow the options (`rlablate sweep s.yaml --dry-run a=b`)
     args, extra = parser.parse_known_args(argv)
+    hint = _spacing_hint(argv[1:]) if hasattr(args, "overrides") else None
+    if hint:
+        parser.error(hint)
     if extra:
         if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser.error(_option_hint(extra, argv) or f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
-    return COMMANDS[args.cmd].run(args)
+    code = COMMANDS[args.cmd].run(args)
+    if args.cmd in TIMED and code != EXIT_USAGE and not getattr(args, "dry_run", False):
+        print(f"rlablate {args.cmd}: {time.perf_counter() - t0:.1f} s wall", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

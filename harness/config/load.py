@@ -95,6 +95,11 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
         full = f"{prefix}{key}"
         if key not in fields:
             names = list(fields)
+            if isinstance(key, str) and "." in key:  # `optim.lr: 3e-4` in a YAML file
+                head, _, rest = key.partition(".")
+                raise ConfigError(
+                    f"key {full!r}: a dotted key is command-line syntax ({full}=...); in a YAML "
+                    f"file nest it: '{prefix}{head}:' then '  {rest}: ...' on the next line")
             raise ConfigError(
                 f"unknown key {full!r}; allowed under {prefix.rstrip('.') or 'the top level'}: "
                 f"{', '.join(names)}" + suggest(str(key), names).replace("'", f"'{prefix}", 1))
@@ -151,24 +156,40 @@ def read_yaml_file(path: Path, err) -> tuple[str, Any]:
         raise err(yaml_error(path, e)) from None
 
 
+# Top-level keys of a sweep spec that a run config never has (harness/sweep/spec.py TOP_KEYS).
+SPEC_ONLY_KEYS = ("base", "grid", "zip", "seeds", "exclude", "include", "executor", "slurm",
+                  "local", "run_name", "max_runs", "description", "name", "set")
+
+
 def _read_yaml(path: Path) -> dict:
     _, data = read_yaml_file(path, ConfigError)
     if data is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    sections = {f.name for f in dataclasses.fields(Config)} | {"preset"}
+    spec_keys = [k for k in data if k in SPEC_ONLY_KEYS]
+    if spec_keys and not any(k in sections for k in data):
+        raise ConfigError(f"{path}: this is a sweep spec (keys {', '.join(map(str, spec_keys))}), "
+                          f"not a run config; run it with `rlablate sweep {path}` (`rlablate "
+                          f"sweep {path} --dry-run` lists its runs)")
     return data
 
 
 def parse_overrides(items: list[str]) -> dict:
     """['optim.lr=3e-4', 'train.steps=10'] -> nested dict. Values are parsed as YAML scalars."""
     out: dict = {}
+    given: dict[str, str] = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=3e-4")
         key, raw = item.split("=", 1)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
             raise ConfigError(f"override {item!r}: {key!r} is not a dotted key like optim.lr")
+        if key in given:  # the last one would win without a word
+            raise ConfigError(f"override {item!r}: {key} is given twice (also {given[key]!r}); "
+                              f"give it once")
+        given[key] = item
         try:
             value = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,11 @@ def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool]
         run_dir, progress = run_dir / f".rank{dp.rank}", False
     run_dir.mkdir(parents=True, exist_ok=True)
     faults.set_run(cfg.run_id())
-    with file_lock(run_dir / ".lock"):
+    def say_waiting() -> None:
+        print(f"rlablate: another process is running this run ({run_dir} is locked); waiting "
+              f"for it to end, then this one resumes it or reports its result", file=sys.stderr,
+              flush=True)
+    with file_lock(run_dir / ".lock", on_wait=say_waiting):
         return _train_locked(cfg, run_dir, ckpt_dir, dp, progress, stop_requested or (lambda: False))
 
 
