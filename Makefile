@@ -8,9 +8,9 @@ PYTEST_ARGS ?=
 .PHONY: setup test test-quick test-faults demo demo-quick bench lint clean-results help
 
 help:
-	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
-	@echo "make demo-quick  the same in miniature (4 variants, 1 scale, < 5 min)"
-	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
+	@echo "make demo        set up, then run the CPU mini-study (sweeps/demo.yaml: every preset x 2 tiny scales x 2 seeds + a long tier; ~23 min idle on 2 cores) and its report"
+	@echo "make demo-quick  a first look: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml; < 5 min)"
+	@echo "make test        set up, then run the test suite (the fault-injection suite included; ~15 min idle)"
 	@echo "make test-quick  the fast tests only (no SLURM, no fault suite, no long loop runs; < 3 min idle)"
 	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
@@ -49,7 +49,7 @@ demo: setup
 	$(VENV)/bin/rlablate analyze results/demo --out results/demo && \
 	echo "make demo: $$(( $$(date +%s) - start )) s wall; report: results/demo/report.md (and report.html, PNGs); runs: results/demo/ (tensorboard --logdir results/demo)"
 
-# A first look in under 5 minutes: 4 variants on the smallest model, 30 steps (sweeps/demo-quick.yaml).
+# A first look in under 5 minutes: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml).
 demo-quick: setup
 	@start=$$(date +%s); \
 	$(VENV)/bin/rlablate sweep sweeps/demo-quick.yaml --progress && \

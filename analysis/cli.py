@@ -55,7 +55,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--seed-col", default=None, help="config column of the seed")
     parser.add_argument("--scale-col", default=None,
                         help="config column of the model scale ('none' to disable)")
-    parser.add_argument("--reference", default="grpo", metavar="VARIANT",
+    parser.add_argument("--reference", default=None, metavar="VARIANT",
                         help="the variant every other one is compared with in the design-choice "
                              "table (dA, B ratio; default grpo)")
     parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
@@ -79,6 +79,19 @@ def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Run the analysis described by parsed ``args``; print where the report went."""
+    import shutil
+    from pathlib import Path
+
+    from analysis.options import OptionError, check_numbers, check_paths, first_missing
+
+    try:  # the options that need no data: before anything is read or written
+        check_numbers(bootstrap=args.bootstrap, calibrate=args.calibrate, margin=args.margin,
+                      seed=args.seed, fit_start_step=args.fit_start_step)
+        check_paths(args.results_dir, args.out)
+    except OptionError as exc:
+        print(f"rlablate analyze: error: {exc}", file=sys.stderr)
+        return 2
+    from analysis.claims import REFERENCE
     from analysis.fit import FitError
     from analysis.report import AnalysisOptions, run_analysis
 
@@ -88,10 +101,14 @@ def run_analyze(args: argparse.Namespace) -> int:
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
-                          reference=args.reference, calibrate=args.calibrate)
+                          reference=args.reference or REFERENCE,
+                          reference_explicit=args.reference is not None, calibrate=args.calibrate)
+    created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")
     try:
         done = run_analysis(opt)
-    except (FileNotFoundError, FitError, NotADirectoryError) as exc:
+    except (FileNotFoundError, FitError, NotADirectoryError, OptionError) as exc:
+        if created is not None and created.exists():  # a failed analyze leaves no folder
+            shutil.rmtree(created)
         print(f"rlablate analyze: error: {exc}", file=sys.stderr)
         return 2
     res = done["results"]

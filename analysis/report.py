@@ -28,6 +28,7 @@ from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, 
 from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across_scales,
                                   rank_groups, spread_of_gains, summarise_gains)
 from analysis.load import load_results
+from analysis.options import check_against_results
 
 
 @dataclass
@@ -49,6 +50,7 @@ class AnalysisOptions:
     scale_col: str | None = None
     per_run: bool = True
     reference: str = REFERENCE
+    reference_explicit: bool = False  # given by the user: then it must name a variant
     calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
 
 
@@ -137,11 +139,14 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     """Do the analysis and write every output file; returns a dict of the tables and paths."""
     root = Path(opt.results_dir)
     out = Path(opt.out) if opt.out else root / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
     results = load_results(root)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {root}")
     axes = detect_axes(results, opt.by, opt.seed_col, opt.scale_col)
+    check_against_results(opt.eval_set, results.evals["eval_set"].dropna().unique(),
+                          opt.reference if opt.reference_explicit else None,
+                          assign_groups(results, axes)["variant"])
+    out.mkdir(parents=True, exist_ok=True)  # only now: a bad option leaves nothing behind
     window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
     fits = fit_all(results, axes, window=window, n_boot=opt.n_boot, seed=opt.seed,
                    method=opt.boot_method, per_run=opt.per_run)

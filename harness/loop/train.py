@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -103,7 +103,28 @@ def run_status(args: argparse.Namespace, exit_failed: int) -> int:
         sdir, ids = sweep_dir(runs), [r.run_id for r in runs]
     text, _ = status_report(sdir, ids)
     print(text)
+    if not target.is_dir():
+        note = other_runs_note(sdir, ids, args.target)
+        if note:
+            print(note)
     return 0
+
+
+def other_runs_note(sdir: Path, ids: list[str], spec_path: str) -> str | None:
+    """A spec expanded without the overrides given at launch names other run ids than the ones
+    in its sweep dir (sweep.json and the run directories know those): say so, instead of showing
+    every run pending beside finished ones."""
+    try:
+        launched = runs_of_dir(sdir)
+    except NotASweepDir:
+        return None
+    other = [rid for rid in launched if rid not in set(ids)]
+    if not other:
+        return None
+    return (f"note: {sdir} holds {len(other)} run(s) that this spec, expanded with these "
+            f"overrides, does not name (launched with other key=value overrides, or an earlier "
+            f"version of the spec?): give `rlablate status {spec_path}` the launch's overrides, "
+            f"or see them all with `rlablate status {sdir}`")
 
 
 COMMANDS: dict[str, Command] = {
