@@ -87,9 +87,10 @@ def _split_config_arg(args) -> tuple[str | None, list[str]]:
 
 
 def _load(args):
-    from .config import ConfigError, load_config
+    from .config import ConfigError, check_repeated_overrides, load_config
     path, overrides = _split_config_arg(args)
     try:
+        check_repeated_overrides(overrides)
         return load_config(path, overrides)
     except ConfigError as e:
         print(f"rlablate: config error: {e}", file=sys.stderr)

@@ -64,6 +64,11 @@ def _status_args(t: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str, overrides: list[str]) -> tuple[Spec, list[Run]]:
+    from ..config import ConfigError, check_repeated_overrides
+    try:
+        check_repeated_overrides(overrides)
+    except ConfigError as e:
+        raise SpecError(str(e)) from None
     spec = load_spec(path, overrides)
     return spec, expand(spec)
 
