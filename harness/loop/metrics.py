@@ -131,7 +131,9 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
 
 
 class TensorBoard:
-    """TensorBoard scalars (same names as metrics.jsonl)."""
+    """TensorBoard scalars (same names as metrics.jsonl), and the run's resolved config: as text
+    (the YAML of config.yaml, TEXT tab) and as hparams (every scalar key, HPARAMS tab, with the
+    final eval pass rates as its metrics), so the event file alone says what ran."""
 
     def __init__(self, path: Path, purge_step: int):
         from torch.utils.tensorboard import SummaryWriter
@@ -144,5 +146,29 @@ class TensorBoard:
             if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 self.w.add_scalar(k, v, row["step"])
 
+    def log_config(self, config: dict, yaml_text: str) -> None:
+        """Written once, at step 0 of a fresh run (a resumed run already has it)."""
+        from torch.utils.tensorboard.summary import hparams
+        self.w.add_text("config", "```yaml\n" + yaml_text + "```", 0)
+        flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                for k, v in _flatten(config).items()}
+        exp, ssi, sei = hparams(flat, {k: 0.0 for k in HPARAM_METRICS})
+        for summary in (exp, ssi, sei):
+            self.w.file_writer.add_summary(summary, 0)
+
     def close(self) -> None:
         self.w.close()
+
+
+# the scalars the hparams table shows beside each run's config
+HPARAM_METRICS = ("eval/in_dist/pass@1", "eval/held_out/pass@1")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = "none" if v is None else v
+    return out

@@ -130,6 +130,9 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         else:
             pretrain_losses = []
         tb = TensorBoard(f.run_dir / "tb", purge_step=p.counters.step + 1)
+        if p.counters.step == 0:  # a fresh run: the config and the step-0 eval (R0 of the curve)
+            tb.log_config(cfg.to_dict(), dump_yaml(cfg))
+            tb.log(last_eval)
         bar = tqdm(total=cfg.train.steps, initial=p.counters.step, desc=cfg.run_name()[:30],
                    disable=not progress, dynamic_ncols=True)
         stop_reason = "steps"
