@@ -125,6 +125,53 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# rlablate export
+# ------------------------------------------------------------------------------------------------
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``export``: the DataFrame API's frames (analysis/frames.py) as files."""
+    parser = subparsers.add_parser(
+        "export", help="write a results tree's runs, evals and train rows as Parquet or CSV",
+        description="Load every run at or below RESULTS_DIR into three tidy frames (runs, evals, "
+                    "train; the resolved config as columns: `from analysis import load` gives the "
+                    "same in Python) and write them as OUT/{runs,evals,train}.parquet (or .csv).")
+    parser.add_argument("results_dir", metavar="RESULTS_DIR")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--parquet", dest="fmt", action="store_const", const="parquet",
+                     help="Parquet files (pyarrow; the default)")
+    fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV files")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default RESULTS_DIR/export)")
+    parser.set_defaults(fmt="parquet")
+    return parser
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from analysis.options import OptionError, check_paths
+    try:
+        check_paths(args.results_dir, args.out)
+    except OptionError as exc:
+        print(f"rlablate export: error: {exc}", file=sys.stderr)
+        return 2
+    from analysis.frames import FRAMES, load_frames, write_frame
+    frames = load_frames(args.results_dir)
+    if frames.runs.empty:
+        print(f"rlablate export: error: no run directories under {args.results_dir}",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.results_dir) / "export"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in FRAMES:
+        df = getattr(frames, name)
+        path = write_frame(df, out / f"{name}.{args.fmt}")
+        print(f"{path}: {len(df)} rows x {len(df.columns)} columns")
+    if frames.issues:
+        print(f"{len(frames.issues)} load issues (truncated lines, missing files): "
+              f"`from analysis import load; load(DIR).issues` lists them")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
 # rlablate calibrate
 # ------------------------------------------------------------------------------------------------
 _NOISE_FLAGS = {  # flag -> (NoiseModel field, help)

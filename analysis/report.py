@@ -27,6 +27,7 @@ from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, 
                              scale_sort_key, summarise_groups)
 from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across_scales,
                                   rank_groups, spread_of_gains, summarise_gains)
+from analysis.frames import write_frame
 from analysis.load import load_results
 from analysis.options import check_against_results
 
@@ -181,7 +182,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
               "calibration": calibration}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
                  "claims") + (("calibration",) if len(calibration) else ()):
-        tables[name].to_csv(out / f"{name}.csv", index=False)
+        write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
                                                         out / "extrapolation.png")

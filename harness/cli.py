@@ -8,6 +8,7 @@
     rlablate calibrate SPEC.yaml                   false-positive rate and power of every verdict
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
     rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
+    rlablate export RESULTS_DIR [--parquet|--csv]  runs, evals, train rows as tidy files
 
 Exit codes: 0 ok, 1 the run failed, 2 a bad config or command line (nothing written), 3 the run
 diverged (non-finite reward/advantage/loss).
@@ -210,6 +211,16 @@ def _run_analyze(args) -> int:
     return run_analyze(args)
 
 
+def _add_export(sub) -> None:
+    from analysis.cli import add_export_parser
+    add_export_parser(sub)
+
+
+def _run_export(args) -> int:
+    from analysis.cli import run_export
+    return run_export(args)
+
+
 def _add_calibrate(sub) -> None:
     from analysis.cli import add_calibrate_parser
     add_calibrate_parser(sub)
@@ -228,6 +239,7 @@ COMMANDS.add("sweep", _sweep_wing("sweep"))
 COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
 COMMANDS.add("calibrate", Command(_add_calibrate, _run_calibrate))
+COMMANDS.add("export", Command(_add_export, _run_export))
 
 
 def build_parser() -> argparse.ArgumentParser:
