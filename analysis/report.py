@@ -190,10 +190,14 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     figures["gains"] = plots.plot_gains(gains, out / "gains.png")
     if len(ranks) and ranks.shape[1] > 2:
         figures["ranks"] = plots.plot_ranks(ranks, taus, out / "ranks.png")
+    from analysis.interactive import write_page
+    interactive = write_page(out / "interactive.html", fits, tables,
+                             [primary] + [s for s in sets if s != primary])
     report = build_report(opt, results, axes, runs, window, primary, sets, tables, figures)
     (out / "report.md").write_text(report.to_markdown())
     (out / "report.html").write_text(report.to_html())
-    return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes}
+    return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes,
+            "interactive": interactive}
 
 
 def _sweep_specs(root: Path) -> list[dict]:
