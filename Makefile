@@ -22,7 +22,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	@$(BROWSER_UP)
 	touch $(STAMP)
+
+# The interactive page's test drives a real headless Chromium (Playwright + the Debian package
+# chromium-headless-shell; Playwright's own browser download is not used). As root it is installed
+# here; without root the browser test skips and says why.
+BROWSER_UP = if command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null; then :; \
+	  elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium-headless-shell >/dev/null || \
+	  (apt-get update -q >/dev/null && apt-get install -y -q chromium-headless-shell >/dev/null); \
+	  else echo "not root: chromium-headless-shell not installed; the interactive page's browser test will be skipped"; fi
 
 setup: $(STAMP)
 
@@ -30,7 +39,8 @@ setup: $(STAMP)
 # starts it when we are root (CI, a fresh machine). Without root the SLURM tests skip and say why.
 # As root (CI) the fault suite also mounts small tmpfs file systems (disk full, read-only).
 SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
-	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi
+	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi; \
+	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
 test: setup
 	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
 
