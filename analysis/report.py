@@ -90,9 +90,9 @@ class Report:
         body = []
         for block in self.blocks:
             if block[0] == "h":
-                body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
-            elif block[0] == "p":
-                body.append(f"<p>{html.escape(block[1])}</p>")
+                body.append(f"<h{block[1]}>{_inline_md(block[2])}</h{block[1]}>")
+            elif block[0] == "p":  # Markdown (bold, code, links, lists) rendered, HTML escaped
+                body.append(_md(block[1]))
             elif block[0] == "table":
                 body.append(_format_frame(block[1]).to_html(index=False, border=0,
                                                            na_rep="", escape=True))
@@ -109,6 +109,21 @@ class Report:
                 f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 
 
+def _md(text: str) -> str:
+    """A report paragraph (Markdown) as HTML, with any raw HTML in it escaped first."""
+    import markdown  # a dependency of tensorboard; Python-Markdown
+    return markdown.markdown(html.escape(text, quote=False), extensions=["sane_lists"])
+
+
+def _inline_md(text: str) -> str:
+    out = _md(text)
+    return out[3:-4] if out.startswith("<p>") and out.endswith("</p>") else out
+
+
+# columns that count things: an integer-valued float (NaN elsewhere in the column) prints as 7
+INT_COLUMNS = ("rank", "n_runs", "n_items", "n_points", "k", "step", "final_step", "claim")
+
+
 def _fmt(value) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
@@ -121,8 +136,22 @@ def _fmt(value) -> str:
     return "" if value is None else str(value)
 
 
+def _as_ranks(df: pd.DataFrame) -> pd.DataFrame:
+    """A rank table (variant x scale): ranks print as 1, 2, ... (not 1.000)."""
+    return df.apply(lambda col: col if col.name == "variant" else col.map(
+        lambda v: str(int(v)) if isinstance(v, (int, float, np.integer, np.floating))
+        and np.isfinite(v) and float(v).is_integer() else _fmt(v)))
+
+
 def _format_frame(df: pd.DataFrame) -> pd.DataFrame:
-    return df.apply(lambda col: col.map(_fmt)) if len(df) else df
+    if not len(df):
+        return df
+    def fmt_col(col):
+        if str(col.name) in INT_COLUMNS or str(col.name).startswith(("rank_", "n_")):
+            return col.map(lambda v: str(int(v)) if isinstance(v, (float, np.floating))
+                           and np.isfinite(v) and float(v).is_integer() else _fmt(v))
+        return col.map(_fmt)
+    return df.apply(fmt_col)
 
 
 def format_markdown_table(df: pd.DataFrame) -> str:
@@ -292,7 +321,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     r.image(figures["gains"], "Gain over the base model per eval set")
     r.h("Rank across model scale")
     if len(t["ranks"]) and t["ranks"].shape[1] > 2:
-        r.table(t["ranks"])
+        r.table(_as_ranks(t["ranks"]))
         r.table(t["kendall"])
         flips = t["inversions"]
         r.p(f"{len(flips)} rank inversion(s) between scales"
@@ -313,7 +342,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
                 + f", so the ranking across scales is by the gain on {primary} at matched training "
                 "(1 = largest; ties share the better rank). Whether neighbouring gains differ by "
                 "more than the eval set resolves: next section.")
-            r.table(ranks)
+            r.table(_as_ranks(ranks))
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     _claims_section(r, t["claims"])
