@@ -20,13 +20,17 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..registry import Registry
 from .progress import SweepProgress
 from .record import record_job
 from .resources import describe
 
+if TYPE_CHECKING:  # annotations only: submitit and the job load when a launch runs
+    import submitit
+
+    from .job import RunJob
 
 
 class LaunchError(RuntimeError):
