@@ -102,7 +102,9 @@ def run_analyze(args: argparse.Namespace) -> int:
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
                           reference=args.reference or REFERENCE,
-                          reference_explicit=args.reference is not None, calibrate=args.calibrate)
+                          reference_explicit=args.reference is not None, calibrate=args.calibrate,
+                          progress=lambda msg: print(f"rlablate analyze: {msg}", file=sys.stderr,
+                                                     flush=True))
     created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")
     try:
         done = run_analysis(opt)

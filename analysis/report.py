@@ -53,6 +53,7 @@ class AnalysisOptions:
     reference: str = REFERENCE
     reference_explicit: bool = False  # given by the user: then it must name a variant
     calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
+    progress: object = None  # callable(str): one line per stage (the CLI prints them to stderr)
 
 
 @dataclass
@@ -177,6 +178,9 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                           opt.reference if opt.reference_explicit else None,
                           assign_groups(results, axes)["variant"])
     out.mkdir(parents=True, exist_ok=True)  # only now: a bad option leaves nothing behind
+    say = opt.progress or (lambda msg: None)
+    say(f"loaded {len(results.runs)} runs, {len(results.evals)} eval rows; fitting "
+        f"({opt.n_boot} bootstrap replicates per fit)")
     window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
     fits = fit_all(results, axes, window=window, n_boot=opt.n_boot, seed=opt.seed,
                    method=opt.boot_method, per_run=opt.per_run)
@@ -199,6 +203,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     calibration = pd.DataFrame()
     if opt.calibrate > 0:
+        say(f"calibrating the verdicts ({opt.calibrate} simulated sweeps per cell)")
         from analysis.calibrate import NoiseModel, calibrate, schedule_from_results
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
         noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
@@ -212,6 +217,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
                  "claims") + (("calibration",) if len(calibration) else ()):
         write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
+    say(f"writing tables, figures and the report into {out}")
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
                                                         out / "extrapolation.png")
