@@ -88,10 +88,11 @@ def _split_config_arg(args) -> tuple[str | None, list[str]]:
 
 
 def _load(args):
-    from .config import ConfigError, check_repeated_overrides, load_config
+    from .config import ConfigError, load_config, repeated_overrides
     path, overrides = _split_config_arg(args)
+    for note in repeated_overrides(overrides):
+        print(f"rlablate: note: {note}", file=sys.stderr)
     try:
-        check_repeated_overrides(overrides)
         return load_config(path, overrides)
     except ConfigError as e:
         print(f"rlablate: config error: {e}", file=sys.stderr)

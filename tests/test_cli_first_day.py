@@ -58,13 +58,25 @@ def nothing_written(cwd: Path) -> None:
       "task.held_out_path=/no/b.jsonl"], ["task.train_path = '/no/train.jsonl': no such file"]),
     (["train", "run.results_dir="], ["run.results_dir = '': must name a directory"]),
     (["train", "algo.clip_low=1.5"], ["algo.clip_low = 1.5: must be >= 0 and <= 1"]),
-    (["train", "train.steps=3", "train.steps=4"], ["train.steps is given twice"]),
-    (["sweep", str(ROOT / "sweeps" / "demo.yaml"), "--dry-run", "optim.lr=1", "optim.lr=2"],
-     ["optim.lr is given twice"]),
 ])
 def test_bad_train_input_is_one_line_and_writes_nothing(tmp_path, args, needles):
     one_line_exit_2(cli(*args, cwd=tmp_path), *needles)
     nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("args,key", [
+    (["config", "train.steps=3", "train.steps=4"], "train.steps"),
+    (["sweep", str(ROOT / "sweeps" / "demo.yaml"), "--dry-run", "optim.lr=1e-4", "optim.lr=2e-4"],
+     "optim.lr"),
+])
+def test_a_key_typed_twice_gets_a_note_and_the_last_wins(tmp_path, args, key):
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    first, second = args[-2:]
+    assert f"rlablate: note: {key} is given twice ({first!r}, then {second!r}); the last one " \
+           f"wins" in r.stderr.splitlines()
+    if args[0] == "config":
+        assert "  steps: 4\n" in r.stdout
 
 
 def test_yaml_kind_mixups_name_the_right_command(tmp_path):

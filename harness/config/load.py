@@ -199,17 +199,18 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def check_repeated_overrides(items: list[str]) -> None:
-    """A key typed twice on one command line: the last would win without a word. (Programs that
-    build override lists, e.g. the tests' TINY + [...], may layer keys: parse_overrides lets the
-    last win; the CLI calls this on what a user typed.)"""
+def repeated_overrides(items: list[str]) -> list[str]:
+    """One note per key typed twice on a command line (the last one wins, as in every layer of
+    the config; programs that build override lists, e.g. the tests' TINY + [...], layer keys on
+    purpose). The CLI prints the notes, so a repeated key is never silent."""
     given: dict[str, str] = {}
+    notes = []
     for item in items:
         key = item.split("=", 1)[0]
-        if "=" in item and key in given:
-            raise ConfigError(f"override {item!r}: {key} is given twice (also {given[key]!r}); "
-                              f"give it once")
+        if "=" in item and key in given and given[key] != item:
+            notes.append(f"{key} is given twice ({given[key]!r}, then {item!r}); the last one wins")
         given[key] = item
+    return notes
 
 
 def deep_merge(a: dict, b: dict) -> dict:

@@ -64,11 +64,9 @@ def _status_args(t: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str, overrides: list[str]) -> tuple[Spec, list[Run]]:
-    from ..config import ConfigError, check_repeated_overrides
-    try:
-        check_repeated_overrides(overrides)
-    except ConfigError as e:
-        raise SpecError(str(e)) from None
+    from ..config import repeated_overrides
+    for note in repeated_overrides(overrides):
+        print(f"rlablate: note: {note}", file=sys.stderr)
     spec = load_spec(path, overrides)
     return spec, expand(spec)
 
