@@ -4,7 +4,8 @@ an empty folder and classified as
     clear    exit 2, one line on stderr, nothing written
     unclear  refused (exit != 0) but with more than one line, or something written
     crash    a Python traceback
-    silent   exit 0: accepted
+    noted    exit 0, with a one-line note on stderr (accepted on purpose, and said)
+    silent   exit 0: accepted without a word
 
     python bench/bad_inputs.py [--root CHECKOUT]     # prints one row per case and the tally
 
@@ -62,7 +63,8 @@ def classify(r: subprocess.CompletedProcess, written: list[str]) -> str:
     if "Traceback" in r.stderr:
         return "crash"
     if r.returncode == 0:
-        return "silent"
+        notes = [ln for ln in r.stderr.splitlines() if ln.startswith("rlablate: note: ")]
+        return "noted" if len(notes) == 1 else "silent"
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("usage:")]
     return "clear" if r.returncode == 2 and len(lines) == 1 and not written else "unclear"
 
@@ -97,7 +99,7 @@ def main() -> None:
             first = (r.stderr.strip().splitlines() or [""])[-1][:110]
             print(f"{kind:8s} exit {r.returncode}  {name:42s} {first}")
     print("tally: " + ", ".join(f"{k} {tally.get(k, 0)}" for k in ("clear", "unclear", "crash",
-                                                                   "silent")))
+                                                                   "noted", "silent")))
 
 
 if __name__ == "__main__":
