@@ -96,6 +96,20 @@ def test_yaml_kind_mixups_name_the_right_command(tmp_path):
     nothing_written(tmp_path)
 
 
+def test_a_local_sweep_checks_the_files_of_its_runs_before_writing(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: s\nset:\n  run.results_dir: {tmp_path / 'r'}\n  model.scale: pretrained\n"
+                    "  model.path: /no/such/model\n  warmup.max_steps: 0\n"
+                    "  warmup.target_pass_rate: 0.0\ngrid:\n  optim.lr: [1e-4, 3e-4]\n")
+    line = one_line_exit_2(cli("sweep", str(spec), "--executor", "local", cwd=tmp_path),
+                           "rlablate: spec error: run ", "model.path = '/no/such/model': no such "
+                           "directory")
+    assert "pretrained" in line
+    assert not (tmp_path / "r").exists()
+    r = cli("sweep", str(spec), "--dry-run", cwd=tmp_path)  # a dry run checks no machine
+    assert r.returncode == 0, r.stderr
+
+
 def test_environment_check_is_not_the_loaders():
     """`rlablate config` and a SLURM sweep's expansion run on login nodes: the loader accepts a
     config for a device or files this machine lacks; check_environment refuses it."""

@@ -85,6 +85,13 @@ def run_sweep(args: argparse.Namespace, exit_failed: int) -> int:
         print(f"{summarize(runs)}; {executor} executor would submit {len(todo)}, skip "
               f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
         return 0
+    if EXECUTORS.meta(executor).cluster in ("local", "debug"):  # this machine runs them
+        from ..config import ConfigError, check_environment
+        for r in runs:  # the device and the files, before anything is written or submitted
+            try:
+                check_environment(r.cfg)
+            except ConfigError as e:
+                raise SpecError(f"run {r.run_id}: {e}") from None
     show = sys.stderr.isatty() if args.progress is None else args.progress
     res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait, selected=selected,
                  show_progress=show)
