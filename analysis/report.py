@@ -226,8 +226,12 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     if len(ranks) and ranks.shape[1] > 2:
         figures["ranks"] = plots.plot_ranks(ranks, taus, out / "ranks.png")
     from analysis.interactive import write_page
-    interactive = write_page(out / "interactive.html", fits, tables,
-                             [primary] + [s for s in sets if s != primary])
+    try:
+        interactive = write_page(out / "interactive.html", fits, tables,
+                                 [primary] + [s for s in sets if s != primary])
+    except ImportError as exc:  # plotly is a dependency; an old venv may lack it: say so, go on
+        interactive = None
+        say(f"interactive.html not written: {exc} (pip install plotly, or make setup)")
     report = build_report(opt, results, axes, runs, window, primary, sets, tables, figures)
     (out / "report.md").write_text(report.to_markdown())
     (out / "report.html").write_text(report.to_html())
