@@ -8,9 +8,9 @@ PYTEST_ARGS ?=
 .PHONY: setup test test-quick test-faults demo demo-quick bench lint clean-results help
 
 help:
-	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
-	@echo "make demo-quick  the same in miniature (4 variants, 1 scale, < 5 min)"
-	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
+	@echo "make demo        set up, then run the CPU mini-study (sweeps/demo.yaml: every preset x 2 tiny scales x 2 seeds + a long tier; ~23 min idle on 2 cores) and its report"
+	@echo "make demo-quick  a first look: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml; < 5 min)"
+	@echo "make test        set up, then run the test suite (the fault-injection suite included; ~15 min idle)"
 	@echo "make test-quick  the fast tests only (no SLURM, no fault suite, no long loop runs; < 3 min idle)"
 	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
@@ -22,7 +22,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	@$(BROWSER_UP)
 	touch $(STAMP)
+
+# The interactive page's test drives a real headless Chromium (Playwright + the Debian package
+# chromium-headless-shell; Playwright's own browser download is not used). As root it is installed
+# here; without root the browser test skips and says why.
+BROWSER_UP = if command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null; then :; \
+	  elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium-headless-shell >/dev/null || \
+	  (apt-get update -q >/dev/null && apt-get install -y -q chromium-headless-shell >/dev/null); \
+	  else echo "not root: chromium-headless-shell not installed; the interactive page's browser test will be skipped"; fi
 
 setup: $(STAMP)
 
@@ -30,7 +39,8 @@ setup: $(STAMP)
 # starts it when we are root (CI, a fresh machine). Without root the SLURM tests skip and say why.
 # As root (CI) the fault suite also mounts small tmpfs file systems (disk full, read-only).
 SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
-	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi
+	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi; \
+	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
 test: setup
 	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
 
@@ -49,7 +59,7 @@ demo: setup
 	$(VENV)/bin/rlablate analyze results/demo --out results/demo && \
 	echo "make demo: $$(( $$(date +%s) - start )) s wall; report: results/demo/report.md (and report.html, PNGs); runs: results/demo/ (tensorboard --logdir results/demo)"
 
-# A first look in under 5 minutes: 4 variants on the smallest model, 30 steps (sweeps/demo-quick.yaml).
+# A first look in under 5 minutes: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml).
 demo-quick: setup
 	@start=$$(date +%s); \
 	$(VENV)/bin/rlablate sweep sweeps/demo-quick.yaml --progress && \

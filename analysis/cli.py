@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.bootstrap import METHODS
-from analysis.compare import DEFAULT_MARGIN
-from analysis.fit import FitError
+# Kept here, not imported from analysis.bootstrap / analysis.compare, so that building the parser
+# (every `rlablate` command, `--help` included) does not import scipy and pandas; tests/test_cli.py
+# checks they equal bootstrap.METHODS and compare.DEFAULT_MARGIN.
+METHODS = ("auto", "seeds", "items", "seeds+items", "residuals")
+DEFAULT_MARGIN = 0.02
 
 
 def _fraction(text: str) -> float:
@@ -53,7 +55,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--seed-col", default=None, help="config column of the seed")
     parser.add_argument("--scale-col", default=None,
                         help="config column of the model scale ('none' to disable)")
-    parser.add_argument("--reference", default="grpo", metavar="VARIANT",
+    parser.add_argument("--reference", default=None, metavar="VARIANT",
                         help="the variant every other one is compared with in the design-choice "
                              "table (dA, B ratio; default grpo)")
     parser.add_argument("--no-run-fits", dest="per_run", action="store_false",
@@ -81,6 +83,20 @@ def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_analyze(args: argparse.Namespace) -> int:
     """Run the analysis described by parsed ``args``; print where the report went."""
+    import shutil
+    from pathlib import Path
+
+    from analysis.options import OptionError, check_numbers, check_paths, first_missing
+
+    try:  # the options that need no data: before anything is read or written
+        check_numbers(bootstrap=args.bootstrap, calibrate=args.calibrate, margin=args.margin,
+                      seed=args.seed, fit_start_step=args.fit_start_step)
+        check_paths(args.results_dir, args.out)
+    except OptionError as exc:
+        print(f"rlablate analyze: error: {exc}", file=sys.stderr)
+        return 2
+    from analysis.claims import REFERENCE
+    from analysis.fit import FitError
     from analysis.report import AnalysisOptions, run_analysis
 
     opt = AnalysisOptions(results_dir=args.results_dir, out=args.out, by=args.by,
@@ -89,11 +105,17 @@ def run_analyze(args: argparse.Namespace) -> int:
                           seed=args.seed, eval_set=args.eval_set, margin=args.margin,
                           extrapolate=args.extrapolate, seed_col=args.seed_col,
                           scale_col=args.scale_col, per_run=args.per_run,
-                          reference=args.reference, calibrate=args.calibrate,
-                          plan=args.plan)
+                          reference=args.reference or REFERENCE,
+                          reference_explicit=args.reference is not None, calibrate=args.calibrate,
+                          plan=args.plan,
+                          progress=lambda msg: print(f"rlablate analyze: {msg}", file=sys.stderr,
+                                                     flush=True))
+    created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")
     try:
         done = run_analysis(opt)
-    except (FileNotFoundError, FitError, NotADirectoryError) as exc:
+    except (FileNotFoundError, FitError, NotADirectoryError, OptionError) as exc:
+        if created is not None and created.exists():  # a failed analyze leaves no folder
+            shutil.rmtree(created)
         print(f"rlablate analyze: error: {exc}", file=sys.stderr)
         return 2
     res = done["results"]
@@ -107,6 +129,53 @@ def main(argv: list[str] | None = None) -> int:
     parser = configure_parser(argparse.ArgumentParser(prog="python -m analysis",
                                                       description=__doc__.splitlines()[0]))
     return run_analyze(parser.parse_args(argv))
+
+
+# ------------------------------------------------------------------------------------------------
+# rlablate export
+# ------------------------------------------------------------------------------------------------
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``export``: the DataFrame API's frames (analysis/frames.py) as files."""
+    parser = subparsers.add_parser(
+        "export", help="write a results tree's runs, evals and train rows as Parquet or CSV",
+        description="Load every run at or below RESULTS_DIR into three tidy frames (runs, evals, "
+                    "train; the resolved config as columns: `from analysis import load` gives the "
+                    "same in Python) and write them as OUT/{runs,evals,train}.parquet (or .csv).")
+    parser.add_argument("results_dir", metavar="RESULTS_DIR")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--parquet", dest="fmt", action="store_const", const="parquet",
+                     help="Parquet files (pyarrow; the default)")
+    fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV files")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default RESULTS_DIR/export)")
+    parser.set_defaults(fmt="parquet")
+    return parser
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from analysis.options import OptionError, check_paths
+    try:
+        check_paths(args.results_dir, args.out)
+    except OptionError as exc:
+        print(f"rlablate export: error: {exc}", file=sys.stderr)
+        return 2
+    from analysis.frames import FRAMES, load_frames, write_frame
+    frames = load_frames(args.results_dir)
+    if frames.runs.empty:
+        print(f"rlablate export: error: no run directories under {args.results_dir}",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.results_dir) / "export"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in FRAMES:
+        df = getattr(frames, name)
+        path = write_frame(df, out / f"{name}.{args.fmt}")
+        print(f"{path}: {len(df)} rows x {len(df.columns)} columns")
+    if frames.issues:
+        print(f"{len(frames.issues)} load issues (truncated lines, missing files): "
+              f"`from analysis import load; load(DIR).issues` lists them")
+    return 0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -150,10 +219,10 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
 
 def add_calibrate_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``calibrate`` on an ``argparse`` subparsers object; sets ``func=run_calibrate``."""
-    from analysis import calibrate
     parser = subparsers.add_parser(
         "calibrate", help="false-positive rate and power of every verdict, by simulation",
-        description=calibrate.__doc__.splitlines()[0])
+        description="Calibration by simulation: how often each verdict of the report is wrong, "
+                    "for one sweep spec (analysis/calibrate.py).")
     configure_calibrate_parser(parser)
     parser.set_defaults(func=run_calibrate)
     return parser
@@ -164,6 +233,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import time
 
     from analysis.calibrate import NoiseModel, calibrate, describe, read_schedule, with_overrides
+    from analysis.fit import FitError
     from analysis.report import format_markdown_table
 
     t0 = time.perf_counter()
@@ -233,10 +303,10 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 def add_plan_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``plan`` on an ``argparse`` subparsers object; sets ``func=run_plan``."""
-    from analysis import plan
     parser = subparsers.add_parser(
         "plan", help="predict interval widths and what a design can resolve, before it runs",
-        description=plan.__doc__.splitlines()[0])
+        description="The power planner: what a sweep design can resolve, predicted before it "
+                    "runs (analysis/plan.py).")
     configure_plan_parser(parser)
     parser.set_defaults(func=run_plan)
     return parser
@@ -247,6 +317,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import time
 
     from analysis import plan
+    from analysis.fit import FitError
     from analysis.report import format_markdown_table
     from analysis.schedule import read_schedule
 

@@ -18,6 +18,7 @@ from analysis.bootstrap import (BootstrapResult, CurveData, bootstrap_fit, build
                                 fit_curve_data, summarise_fit, window_curve)
 from analysis.fit import FitError, FitResult, FitWindow
 from analysis.load import Results, exclusion_reason, load_eval_items
+from analysis.options import did_you_mean
 
 SEED_NAMES = ("run.seed", "seed", "train.seed")
 SCALE_NAMES = ("model.scale", "scale", "model.size")
@@ -80,7 +81,10 @@ def detect_axes(results: Results, by: list[str] | None = None, seed_col: str | N
     runs, cols = results.runs, results.config_columns
     for name in [*(by or []), seed_col, scale_col]:
         if name and name != "none" and name not in runs.columns:
-            raise FitError(f"unknown axis {name!r}; config columns are: {', '.join(cols)}")
+            varying = [c for c in cols if runs[c].astype(str).nunique() > 1]
+            raise FitError(f"unknown axis {name!r}" + did_you_mean(name, cols) + "; config "
+                           f"columns that vary across these runs: {', '.join(varying) or '(none)'} "
+                           f"({len(cols)} config columns in all)")
     seed = seed_col or _first_present(SEED_NAMES, cols) or next(
         (c for c in cols if c.endswith(".seed")), None)
     scale = None if scale_col == "none" else (scale_col or _first_present(SCALE_NAMES, cols))

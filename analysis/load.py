@@ -25,6 +25,8 @@ import json
 import math
 import os
 import re
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,9 +187,11 @@ def parse_eval_row(obj: dict) -> list[dict]:
 
 
 def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue],
-             train: list[dict] | None = None) -> tuple[dict, list[dict]]:
+             train: list[dict] | None = None,
+             train_keys: tuple[str, ...] | None = TRAIN_KEYS) -> tuple[dict, list[dict]]:
     """Read one run directory: (run record with flattened config, list of tidy eval records).
-    Training rows (their step and :data:`TRAIN_KEYS`) are appended to ``train`` when given."""
+    Training rows (their step and ``train_keys``; None = every metric) are appended to ``train``
+    when given."""
     config = flatten_config(_read_yaml(run_dir / "config.yaml", issues))
     summary = _read_summary(run_dir / "summary.json", issues)
     status = str(summary.get("status", "unknown"))
@@ -206,8 +210,10 @@ def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue],
                     issues.append(LoadIssue(str(metrics), "garbage_line",
                                             f"unknown row kind {obj.get('kind')!r}", lineno))
                 elif train is not None and isinstance(obj.get("step"), int):
+                    keys = train_keys if train_keys is not None else [
+                        k for k in obj if k not in ("kind", "step")]
                     train.append({"step": obj["step"],
-                                  **{k: _as_number(obj.get(k)) for k in TRAIN_KEYS}})
+                                  **{k: _as_number(obj.get(k)) for k in keys}})
                 continue
             step = obj.get("step")
             if not isinstance(step, int) or isinstance(step, bool):
@@ -240,8 +246,10 @@ def _split_config_names(frame: pd.DataFrame, reserved: set[str]) -> tuple[pd.Dat
     return frame.rename(columns=renames), cfg_cols
 
 
-def load_results(path: str | os.PathLike) -> Results:
-    """Load every run at or below ``path`` into a :class:`Results` (see the module docstring)."""
+def load_results(path: str | os.PathLike,
+                 train_keys: tuple[str, ...] | None = TRAIN_KEYS) -> Results:
+    """Load every run at or below ``path`` into a :class:`Results` (see the module docstring).
+    ``train_keys``: the training metrics kept in ``train`` (None: all of them)."""
     root = Path(path)
     issues: list[LoadIssue] = []
     run_dirs = find_run_dirs(root)
@@ -252,7 +260,7 @@ def load_results(path: str | os.PathLike) -> Results:
         rel_parent = run_dir.parent.relative_to(root) if run_dir != root else None
         sweep = str(rel_parent) if rel_parent not in (None, Path(".")) else run_dir.parent.name
         steps: list[dict] = []
-        run, records = load_run(run_dir, sweep, issues, steps)
+        run, records = load_run(run_dir, sweep, issues, steps, train_keys)
         run_rows.append(run)
         identity = {"sweep": sweep, "run_id": run["run_id"], "status": run["status"]}
         eval_rows.extend({**identity, **rec} for rec in records)
@@ -280,7 +288,9 @@ def load_results(path: str | os.PathLike) -> Results:
     evals = evals[CORE_COLUMNS + extra + cfg_cols]
     evals = evals.sort_values(["sweep", "run_id", "eval_set", "step"], kind="stable")
     evals["step"] = evals["step"].astype("int64") if len(evals) else evals["step"]
-    train = pd.DataFrame(train_rows, columns=["sweep", "run_id", "step", *TRAIN_KEYS])
+    keys = train_keys if train_keys is not None else list(dict.fromkeys(
+        k for row in train_rows for k in row if k not in ("sweep", "run_id", "step")))
+    train = pd.DataFrame(train_rows, columns=["sweep", "run_id", "step", *keys])
     return Results(evals=evals.reset_index(drop=True), runs=runs, issues=issues,
                    config_columns=cfg_cols, root=str(root), train=train)
 
@@ -339,3 +349,41 @@ def load_eval_items(run_dir: str | os.PathLike, issues: list[LoadIssue] | None =
             continue
         out[key] = values
     return out
+
+
+@dataclass
+class Frames:
+    """The tidy frames of a results tree: the DataFrame API (documented in analysis/frames.py)."""
+
+    runs: pd.DataFrame
+    evals: pd.DataFrame
+    train: pd.DataFrame
+    issues: list[LoadIssue] = field(default_factory=list)
+    config_columns: list[str] = field(default_factory=list)
+
+
+def load_frames(path: str | os.PathLike) -> Frames:
+    """Every run at or below ``path``: runs, evals and train rows with the config as columns."""
+    r = load_results(path, train_keys=None)
+    cfg = list(r.config_columns)
+    train = r.train
+    if cfg and len(r.runs):
+        train = train.merge(r.runs[["sweep", "run_id", *cfg]], on=["sweep", "run_id"], how="left")
+    else:
+        train = train.reindex(columns=[*train.columns, *cfg])
+    runs = r.runs if len(r.runs.columns) else pd.DataFrame(columns=["sweep", "run_id", "status"])
+    return Frames(runs=runs, evals=r.evals, train=train.reset_index(drop=True),
+                  issues=list(r.issues), config_columns=cfg)
+
+
+class _CallableModule(types.ModuleType):
+    """``from analysis import load; load(path)``: this module, called, is
+    :func:`load_frames` (the DataFrame API documented in analysis/frames.py). Python's documented way
+    to customise a module (assigning its ``__class__``, docs: "Customizing module attribute
+    access"); ``analysis.load.load_results`` and the rest stay as they are."""
+
+    def __call__(self, path: str | os.PathLike) -> Frames:
+        return load_frames(path)
+
+
+sys.modules[__name__].__class__ = _CallableModule

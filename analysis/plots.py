@@ -29,9 +29,23 @@ from analysis.groups import GroupFit, scale_sort_key  # noqa: E402
 DPI = 110
 
 
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
 def _colours(variants) -> dict:
-    cmap = plt.get_cmap("tab10")
-    return {v: cmap(i % 10) for i, v in enumerate(sorted(set(variants)))}
+    """A colour per variant: tab10 up to 10 variants, tab20 beyond (then the marker and line
+    style of :func:`_styles` tell the pairs apart too)."""
+    names = sorted(set(variants))
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {v: cmap(i % cmap.N) for i, v in enumerate(names)}
+
+
+def _styles(variants) -> dict:
+    """variant -> (colour, marker, line style): no two variants share all three."""
+    colours = _colours(variants)
+    return {v: (colours[v], MARKERS[i % len(MARKERS)], LINESTYLES[(i // len(MARKERS)) % len(LINESTYLES)])
+            for i, v in enumerate(sorted(colours))}
 
 
 def _save(fig, path: Path, legend: tuple | None = None) -> Path:
@@ -70,11 +84,11 @@ def plot_curves(fits: list[GroupFit], eval_set: str, path: Path, title: str = ""
     """Curves and fits of every group on ``eval_set``, one panel per scale."""
     groups = [g for g in fits if g.level == "group" and g.eval_set == eval_set and g.curve.runs]
     scales = sorted({g.scale for g in groups}, key=scale_sort_key)
-    colours = _colours(g.variant for g in groups)
+    styles = _styles(g.variant for g in groups)
     fig, axes = _panels(max(1, len(scales)))
     for ax, scale in zip(axes, scales):
         for g in (g for g in groups if g.scale == scale):
-            col = colours[g.variant]
+            col, marker, ls = styles[g.variant]
             for run in g.curve.runs:
                 ax.plot(run.compute, run.y, ".", color=col, alpha=0.18, ms=3)
             mean = g.curve.mean_curve()
@@ -82,11 +96,12 @@ def plot_curves(fits: list[GroupFit], eval_set: str, path: Path, title: str = ""
             if g.fit is not None:
                 f = g.fit
                 c = np.geomspace(mean["compute"].min() / 2, mean["compute"].max() * 1.5, 200)
-                ax.plot(c, f.predict(c), "-", color=col, lw=1.8)
+                ax.plot(c, f.predict(c), ls, color=col, lw=1.8)
                 label += f"  (A={f.A:.3f}, B={f.B:.2f})"
             else:
                 label += "  (no fit)"
-            ax.plot(mean["compute"], mean["pass_rate"], "o", color=col, ms=4, label=label)
+            ax.plot(mean["compute"], mean["pass_rate"], marker, color=col, ms=4, label=label,
+                    ls="none")
             ax.axhline(g.curve.R0, color=col, ls=":", lw=0.8)
         _style_compute_axes(ax, eval_set, f"scale {scale}" if scale != "all" else "all runs")
     fig.suptitle(title or f"Pass rate vs compute with ScaleRL fits ({eval_set}); "
@@ -179,25 +194,27 @@ def plot_leaderboard(board: pd.DataFrame, path: Path, margin: float) -> Path:
 def plot_gains(gains: pd.DataFrame, path: Path) -> Path:
     """Grouped bars: gain over base (final - R0, 95% CI) per variant, one bar per eval set."""
     scales = sorted(gains["scale"].unique(), key=scale_sort_key) if len(gains) else []
-    fig, axes = _panels(max(1, len(scales)), width=5.5)
+    n_var = gains["variant"].nunique() if len(gains) else 1
+    # horizontal bars: a variant's name is a y label, so many long names never overlap
+    fig, axes = _panels(max(1, len(scales)), width=5.5, height=max(3.0, 1.2 + 0.42 * n_var))
     sets = sorted(gains["eval_set"].unique(), key=lambda s: (s != "in_dist", s)) if len(gains) else []
     for ax, scale in zip(axes, scales):
         g = gains[gains["scale"] == scale]
-        variants = sorted(g["variant"].unique())
-        x = np.arange(len(variants))
-        width = 0.8 / max(1, len(sets))
+        variants = sorted(g["variant"].unique(), reverse=True)  # alphabetical from the top
+        y = np.arange(len(variants))
+        height = 0.8 / max(1, len(sets))
         for i, s in enumerate(sets):
             rows = g[g["eval_set"] == s].set_index("variant").reindex(variants)
             val = 100 * rows["gain"].to_numpy(float)
             err = 100 * np.vstack([rows["gain"] - rows["gain_lo"], rows["gain_hi"] - rows["gain"]])
-            ax.bar(x + (i - (len(sets) - 1) / 2) * width, val, width, label=s,
-                   yerr=np.nan_to_num(np.abs(err)), capsize=3)
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xticks(x, variants, rotation=20)
-        ax.set_ylabel("gain over base, final - R0 (pass@1 points)")
+            ax.barh(y - (i - (len(sets) - 1) / 2) * height, val, height, label=s,
+                    xerr=np.nan_to_num(np.abs(err)), capsize=3)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(y, variants, fontsize=8)
+        ax.set_xlabel("gain over base, final - R0 (pass@1 points, 95% CI)")
         ax.set_title(f"scale {scale}: in-distribution vs held-out gains")
         ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, axis="y")
+        ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 
 

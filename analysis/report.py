@@ -27,7 +27,9 @@ from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, 
                              scale_sort_key, summarise_groups)
 from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across_scales,
                                   rank_groups, spread_of_gains, summarise_gains)
+from analysis.frames import write_frame
 from analysis.load import load_results
+from analysis.options import check_against_results
 
 
 @dataclass
@@ -49,8 +51,10 @@ class AnalysisOptions:
     scale_col: str | None = None
     per_run: bool = True
     reference: str = REFERENCE
+    reference_explicit: bool = False  # given by the user: then it must name a variant
     calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
     plan: int = 0  # simulated sweeps per comparison of the planner section (CLI default 40)
+    progress: object = None  # callable(str): one line per stage (the CLI prints them to stderr)
 
 
 @dataclass
@@ -88,9 +92,9 @@ class Report:
         body = []
         for block in self.blocks:
             if block[0] == "h":
-                body.append(f"<h{block[1]}>{html.escape(block[2])}</h{block[1]}>")
-            elif block[0] == "p":
-                body.append(f"<p>{html.escape(block[1])}</p>")
+                body.append(f"<h{block[1]}>{_inline_md(block[2])}</h{block[1]}>")
+            elif block[0] == "p":  # Markdown (bold, code, links, lists) rendered, HTML escaped
+                body.append(_md(block[1]))
             elif block[0] == "table":
                 body.append(_format_frame(block[1]).to_html(index=False, border=0,
                                                            na_rep="", escape=True))
@@ -107,6 +111,21 @@ class Report:
                 f"</title><style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 
 
+def _md(text: str) -> str:
+    """A report paragraph (Markdown) as HTML, with any raw HTML in it escaped first."""
+    import markdown  # a dependency of tensorboard; Python-Markdown
+    return markdown.markdown(html.escape(text, quote=False), extensions=["sane_lists"])
+
+
+def _inline_md(text: str) -> str:
+    out = _md(text)
+    return out[3:-4] if out.startswith("<p>") and out.endswith("</p>") else out
+
+
+# columns that count things: an integer-valued float (NaN elsewhere in the column) prints as 7
+INT_COLUMNS = ("rank", "n_runs", "n_items", "n_points", "k", "step", "final_step", "claim")
+
+
 def _fmt(value) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
@@ -119,8 +138,22 @@ def _fmt(value) -> str:
     return "" if value is None else str(value)
 
 
+def _as_ranks(df: pd.DataFrame) -> pd.DataFrame:
+    """A rank table (variant x scale): ranks print as 1, 2, ... (not 1.000)."""
+    return df.apply(lambda col: col if col.name == "variant" else col.map(
+        lambda v: str(int(v)) if isinstance(v, (int, float, np.integer, np.floating))
+        and np.isfinite(v) and float(v).is_integer() else _fmt(v)))
+
+
 def _format_frame(df: pd.DataFrame) -> pd.DataFrame:
-    return df.apply(lambda col: col.map(_fmt)) if len(df) else df
+    if not len(df):
+        return df
+    def fmt_col(col):
+        if str(col.name) in INT_COLUMNS or str(col.name).startswith(("rank_", "n_")):
+            return col.map(lambda v: str(int(v)) if isinstance(v, (float, np.floating))
+                           and np.isfinite(v) and float(v).is_integer() else _fmt(v))
+        return col.map(_fmt)
+    return df.apply(fmt_col)
 
 
 def format_markdown_table(df: pd.DataFrame) -> str:
@@ -138,11 +171,17 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     """Do the analysis and write every output file; returns a dict of the tables and paths."""
     root = Path(opt.results_dir)
     out = Path(opt.out) if opt.out else root / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
     results = load_results(root)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {root}")
     axes = detect_axes(results, opt.by, opt.seed_col, opt.scale_col)
+    check_against_results(opt.eval_set, results.evals["eval_set"].dropna().unique(),
+                          opt.reference if opt.reference_explicit else None,
+                          assign_groups(results, axes)["variant"])
+    out.mkdir(parents=True, exist_ok=True)  # only now: a bad option leaves nothing behind
+    say = opt.progress or (lambda msg: None)
+    say(f"loaded {len(results.runs)} runs, {len(results.evals)} eval rows; fitting "
+        f"({opt.n_boot} bootstrap replicates per fit)")
     window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
     fits = fit_all(results, axes, window=window, n_boot=opt.n_boot, seed=opt.seed,
                    method=opt.boot_method, per_run=opt.per_run)
@@ -165,6 +204,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     calibration = pd.DataFrame()
     if opt.calibrate > 0:
+        say(f"calibrating the verdicts ({opt.calibrate} simulated sweeps per cell)")
         from analysis.calibrate import NoiseModel, calibrate, schedule_from_results
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
         noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
@@ -179,7 +219,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
                  "claims") + (("calibration",) if len(calibration) else ()) + (
                      ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()):
-        tables[name].to_csv(out / f"{name}.csv", index=False)
+        write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
+    say(f"writing tables, figures and the report into {out}")
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,
                                                         out / "extrapolation.png")
@@ -187,10 +228,18 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     figures["gains"] = plots.plot_gains(gains, out / "gains.png")
     if len(ranks) and ranks.shape[1] > 2:
         figures["ranks"] = plots.plot_ranks(ranks, taus, out / "ranks.png")
+    from analysis.interactive import write_page
+    try:
+        interactive = write_page(out / "interactive.html", fits, tables,
+                                 [primary] + [s for s in sets if s != primary])
+    except ImportError as exc:  # plotly is a dependency; an old venv may lack it: say so, go on
+        interactive = None
+        say(f"interactive.html not written: {exc} (pip install plotly, or make setup)")
     report = build_report(opt, results, axes, runs, window, primary, sets, tables, figures)
     (out / "report.md").write_text(report.to_markdown())
     (out / "report.html").write_text(report.to_html())
-    return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes}
+    return {"out": out, "tables": tables, "figures": figures, "results": results, "axes": axes,
+            "interactive": interactive}
 
 
 def _plan_tables(opt, fits, effects, primary, root) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -316,7 +365,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     r.image(figures["gains"], "Gain over the base model per eval set")
     r.h("Rank across model scale")
     if len(t["ranks"]) and t["ranks"].shape[1] > 2:
-        r.table(t["ranks"])
+        r.table(_as_ranks(t["ranks"]))
         r.table(t["kendall"])
         flips = t["inversions"]
         r.p(f"{len(flips)} rank inversion(s) between scales"
@@ -337,7 +386,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
                 + f", so the ranking across scales is by the gain on {primary} at matched training "
                 "(1 = largest; ties share the better rank). Whether neighbouring gains differ by "
                 "more than the eval set resolves: next section.")
-            r.table(ranks)
+            r.table(_as_ranks(ranks))
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     _claims_section(r, t["claims"])

@@ -9,6 +9,7 @@
     rlablate plan SPEC.yaml --pilot DIR            predicted interval widths, what the design resolves
     rlablate sweep SPEC.yaml [--executor E]        launch a sweep's unfinished runs (idempotent)
     rlablate status SPEC.yaml|SWEEP_DIR            counts and per-run progress of a sweep
+    rlablate export RESULTS_DIR [--parquet|--csv]  runs, evals, train rows as tidy files
 
 Exit codes: 0 ok, 1 the run failed, 2 a bad config or command line (nothing written), 3 the run
 diverged (non-finite reward/advantage/loss).
@@ -88,8 +89,10 @@ def _split_config_arg(args) -> tuple[str | None, list[str]]:
 
 
 def _load(args):
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config, repeated_overrides
     path, overrides = _split_config_arg(args)
+    for note in repeated_overrides(overrides):
+        print(f"rlablate: note: {note}", file=sys.stderr)
     try:
         return load_config(path, overrides)
     except ConfigError as e:
@@ -110,6 +113,12 @@ def _run_config(args) -> int:
 def _run_train(args) -> int:
     cfg = _load(args)
     if cfg is None:
+        return EXIT_USAGE
+    from .config import ConfigError, check_environment
+    try:  # the device and the files, before the run directory is made
+        check_environment(cfg)
+    except ConfigError as e:
+        print(f"rlablate: config error: {e}", file=sys.stderr)
         return EXIT_USAGE
     from .loop import train
     from .loop.warm_start import WarmStartError
@@ -204,6 +213,16 @@ def _run_analyze(args) -> int:
     return run_analyze(args)
 
 
+def _add_export(sub) -> None:
+    from analysis.cli import add_export_parser
+    add_export_parser(sub)
+
+
+def _run_export(args) -> int:
+    from analysis.cli import run_export
+    return run_export(args)
+
+
 def _add_calibrate(sub) -> None:
     from analysis.cli import add_calibrate_parser
     add_calibrate_parser(sub)
@@ -233,6 +252,7 @@ COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
 COMMANDS.add("calibrate", Command(_add_calibrate, _run_calibrate))
 COMMANDS.add("plan", Command(_add_plan, _run_plan))
+COMMANDS.add("export", Command(_add_export, _run_export))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,15 +267,66 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _spacing_hint(tokens: list[str]) -> str | None:
+    """`optim.lr = 3e-4`, `optim.lr =3e-4`, `optim.lr= 3e-4`: a hint toward `optim.lr=3e-4`."""
+    for i, tok in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok == "=" and 0 < i and nxt is not None:
+            parts = tokens[i - 1:i + 2]
+        elif tok.startswith("=") and i > 0 and "=" not in tokens[i - 1]:
+            parts = tokens[i - 1:i + 1]
+        elif tok.endswith("=") and nxt is not None and "=" not in nxt and not nxt.startswith("-"):
+            parts = [tok, nxt]
+        else:
+            continue
+        return (f"{' '.join(parts)!r}: write an override without spaces around '=': "
+                f"{''.join(parts)}")
+    return None
+
+
+def _option_hint(extra: list[str], argv: list[str]) -> str | None:
+    """`--steps 10`, `--train.steps=10` (not options of the command): a hint toward the config
+    key, `train.steps=10`."""
+    from .config import describe_fields
+    keys = sorted((k for k, _, _ in describe_fields()), key=lambda k: k.startswith("warmup."))
+    for tok in extra:
+        if not tok.startswith("--") or len(tok) < 3:
+            continue
+        name, _, value = tok[2:].partition("=")
+        i = argv.index(tok) if tok in argv else -1
+        if not value and 0 <= i < len(argv) - 1 and not argv[i + 1].startswith("-"):
+            value = argv[i + 1]
+        name = name.replace("-", "_")
+        hits = [k for k in keys if k == name or k.endswith("." + name)]
+        if hits:
+            return (f"unrecognized option {tok!r}: config keys are set as key=value, not as "
+                    f"options: {hits[0]}={value or '...'}"
+                    + (f" (or {', '.join(hits[1:4])})" if len(hits) > 1 else ""))
+    return None
+
+
+# the commands whose work takes time: their wall time is printed at the end (stderr)
+TIMED = ("train", "sweep", "analyze", "calibrate")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import time
+    t0 = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     # key=value overrides may also follow the options (`rlablate sweep s.yaml --dry-run a=b`)
     args, extra = parser.parse_known_args(argv)
+    hint = _spacing_hint(argv[1:]) if hasattr(args, "overrides") else None
+    if hint:
+        parser.error(hint)
     if extra:
         if not hasattr(args, "overrides") or any(x.startswith("-") or "=" not in x for x in extra):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser.error(_option_hint(extra, argv) or f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
-    return COMMANDS[args.cmd].run(args)
+    code = COMMANDS[args.cmd].run(args)
+    if args.cmd in TIMED and code != EXIT_USAGE and not getattr(args, "dry_run", False):
+        print(f"rlablate {args.cmd}: {time.perf_counter() - t0:.1f} s wall", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,11 +14,12 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterator
-
-import torch
+from typing import Any, Callable, Iterator
 
 from . import faults
+from .lazy import lazy_module
+
+torch = lazy_module("torch")  # checkpoints only; `rlablate status` and --help never load it
 
 
 def _tmp(path: Path) -> Path:
@@ -219,16 +220,22 @@ class LockHeld(RuntimeError):
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, blocking: bool = True) -> Iterator[None]:
+def file_lock(path: Path, blocking: bool = True,
+              on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """An exclusive advisory lock (fcntl) held for the block; released if the process dies.
-    blocking=False raises `LockHeld` at once instead of waiting."""
+    blocking=False raises `LockHeld` at once instead of waiting; `on_wait()` is called once when
+    a blocking caller finds the lock held and is about to wait (to say so)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LockHeld(str(path)) from None
+            if not blocking:
+                raise LockHeld(str(path)) from None
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -74,6 +74,11 @@ CASES = [
     L("optim..lr=3", msg="override 'optim..lr=3': 'optim..lr' is not a dotted key like optim.lr"),
     L("preset=dapo", "algo.preset=gspo", msg="preset = 'dapo': also given as algo.preset = 'gspo'; "
       "set one of them"),
+    # issue 20, first day: accepted silently before
+    L("algo.clip_low=1.5", msg="algo.clip_low = 1.5: must be >= 0 and <= 1"),
+    L("run.threads=-1", msg="run.threads = -1: must be >= 0"),
+    L("rollout.max_new_tokens=100000", "model.max_positions=100100",
+      msg="model.max_positions = 100100: must be >= 16 and <= 4096"),
 
     # ---- rules: choices and names -----------------------------------------------------------------
     R("algo.advantage=group_nrm", msg="algo.advantage = 'group_nrm': allowed values are batch_norm, "
@@ -84,6 +89,8 @@ CASES = [
     R("run.name=../x", msg="run.name = '../x': letters, digits and _ . + - only, not starting with "
       "'.' (it names a directory under run.results_dir)"),
     R("run.sweep=.hidden", msg="run.sweep = '.hidden': letters, digits and _ . + - only"),
+    R("run.results_dir=", msg="run.results_dir = '': must name a directory (default 'results')"),
+    R("run.cache_dir=", msg="run.cache_dir = '': must name a directory (default '.cache/rlablate')"),
     # ---- rules: model, numerics, LoRA
     R("model.scale=pretrained", msg="model.path = None: required when model.scale = pretrained"),
     R("model.path=/x", msg="model.path = '/x': only allowed with model.scale = pretrained (got tiny-1m)"),

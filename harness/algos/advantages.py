@@ -9,9 +9,10 @@ acts).
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 ADVANTAGES = Registry("algo.advantage", needs_group=False, needs_critic=False, group_local=False,
                       uses_eps=False)

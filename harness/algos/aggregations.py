@@ -8,9 +8,10 @@ weights_by_length (a response's total weight grows with its length).
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 AGGREGATIONS = Registry("algo.aggregation", weights_by_length=False)
 

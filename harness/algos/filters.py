@@ -12,9 +12,10 @@ rounds make sense).
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 GROUP_FILTERS = Registry("algo.group_filter", drops=False)
 

@@ -8,9 +8,10 @@ in_loss (added to the token loss with kl_coef), in_reward (-kl_coef * kl_t per t
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 KL_ESTIMATORS = Registry("algo.kl", needs_reference=True, gradient_as_loss=True)
 KL_MODES = Registry("algo.kl_mode", in_loss=False, in_reward=False)

@@ -15,9 +15,10 @@ Properties: active, uses_cap, uses_floor.
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 OLD_LOGPROBS = Registry("algo.old_logprobs", trainer_forward=False, exact_under_top_p=False)
 ROLLOUT_CORRECTIONS = Registry("algo.rollout_correction", active=True, uses_cap=False,

@@ -6,9 +6,10 @@ length-weighted aggregation weight each response by its length (a config rule).
 
 from __future__ import annotations
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 RATIOS = Registry("algo.ratio", constant_per_response=False)
 

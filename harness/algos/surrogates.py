@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
+from ..lazy import lazy_module
 from ..registry import Registry
+
+torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
 SURROGATES = Registry("algo.surrogate", uses_ratio=True, uses_clip=True, has_dual_clip=False)
 

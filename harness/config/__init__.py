@@ -13,7 +13,8 @@ is allowed (`ConfigError`); nothing is written before the config is valid, and t
 (every field, defaults included) is saved with the run as the record of what ran.
 """
 
-from .load import (PRESET_DIR, build_config, config_from_dict, deep_merge, dump_yaml, list_presets,
+from .environment import check_environment
+from .load import (PRESET_DIR, build_config, repeated_overrides, config_from_dict, deep_merge, dump_yaml, list_presets,
                    load_config, load_preset, parse_overrides, read_text, read_yaml_file,
                    safe_load_strict, yaml_error)
 from .rules import validate
@@ -22,6 +23,6 @@ from .schema import (NAME_RE, AlgoCfg, Config, ConfigError, EvalCfg, EvalSetCfg,
 
 __all__ = ["NAME_RE", "PRESET_DIR", "AlgoCfg", "Config", "ConfigError", "EvalCfg", "EvalSetCfg",
            "ModelCfg", "OptimCfg", "RolloutCfg", "RunCfg", "TaskCfg", "TrainCfg", "WarmupCfg",
-           "build_config", "config_from_dict", "deep_merge", "describe_fields", "dump_yaml",
+           "build_config", "check_environment", "repeated_overrides", "config_from_dict", "deep_merge", "describe_fields", "dump_yaml",
            "list_presets", "load_config", "load_preset", "parse_overrides", "read_text", "read_yaml_file",
            "safe_load_strict", "validate", "yaml_error"]

@@ -95,6 +95,11 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
         full = f"{prefix}{key}"
         if key not in fields:
             names = list(fields)
+            if isinstance(key, str) and "." in key:  # `optim.lr: 3e-4` in a YAML file
+                head, _, rest = key.partition(".")
+                raise ConfigError(
+                    f"key {full!r}: a dotted key is command-line syntax ({full}=...); in a YAML "
+                    f"file nest it: '{prefix}{head}:' then '  {rest}: ...' on the next line")
             raise ConfigError(
                 f"unknown key {full!r}; allowed under {prefix.rstrip('.') or 'the top level'}: "
                 f"{', '.join(names)}" + suggest(str(key), names).replace("'", f"'{prefix}", 1))
@@ -151,12 +156,23 @@ def read_yaml_file(path: Path, err) -> tuple[str, Any]:
         raise err(yaml_error(path, e)) from None
 
 
+# Top-level keys of a sweep spec that a run config never has (harness/sweep/spec.py TOP_KEYS).
+SPEC_ONLY_KEYS = ("base", "grid", "zip", "seeds", "exclude", "include", "executor", "slurm",
+                  "local", "run_name", "max_runs", "description", "name", "set")
+
+
 def _read_yaml(path: Path) -> dict:
     _, data = read_yaml_file(path, ConfigError)
     if data is None:
         raise ConfigError(f"{path}: the file is empty")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    sections = {f.name for f in dataclasses.fields(Config)} | {"preset"}
+    spec_keys = [k for k in data if k in SPEC_ONLY_KEYS]
+    if spec_keys and not any(k in sections for k in data):
+        raise ConfigError(f"{path}: this is a sweep spec (keys {', '.join(map(str, spec_keys))}), "
+                          f"not a run config; run it with `rlablate sweep {path}` (`rlablate "
+                          f"sweep {path} --dry-run` lists its runs)")
     return data
 
 
@@ -181,6 +197,20 @@ def parse_overrides(items: list[str]) -> dict:
                 raise ConfigError(f"override {item!r}: {p!r} is both a value and a section")
         node[parts[-1]] = value
     return out
+
+
+def repeated_overrides(items: list[str]) -> list[str]:
+    """One note per key typed twice on a command line (the last one wins, as in every layer of
+    the config; programs that build override lists, e.g. the tests' TINY + [...], layer keys on
+    purpose). The CLI prints the notes, so a repeated key is never silent."""
+    given: dict[str, str] = {}
+    notes = []
+    for item in items:
+        key = item.split("=", 1)[0]
+        if "=" in item and key in given and given[key] != item:
+            notes.append(f"{key} is given twice ({given[key]!r}, then {item!r}); the last one wins")
+        given[key] = item
+    return notes
 
 
 def deep_merge(a: dict, b: dict) -> dict:

@@ -67,6 +67,10 @@ def check_choices(cfg: Config) -> None:
 
 
 def check_run(cfg: Config) -> None:
+    for key in ("results_dir", "cache_dir"):  # empty would write into the working directory
+        if not getattr(cfg.run, key).strip():
+            raise ConfigError(f"run.{key} = {getattr(cfg.run, key)!r}: must name a directory "
+                              f"(default {_default(type(cfg.run), key)!r})")
     for key in ("name", "sweep"):  # they name directories under run.results_dir: no escaping it
         v = getattr(cfg.run, key)
         if v and not re.fullmatch(NAME_RE, v):

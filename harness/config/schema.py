@@ -60,7 +60,8 @@ class ModelCfg:
     arch: Literal["qwen2", "llama"] = F("qwen2", "architecture of the tiny models")
     path: Optional[str] = F(None, "local path (or hub id where the network allows) of a pretrained "
                             "model and its tokenizer; required iff scale=pretrained")
-    max_positions: int = F(128, "context length of tiny models (prompt + response)", lo=16)
+    max_positions: int = F(128, "context length of tiny models (prompt + response); at most 4096: "
+                           "a tiny model with a longer context is a typo, not a study", lo=16, hi=4096)
     dtype: Literal["fp32", "bf16"] = F(
         "fp32", "compute dtype: bf16 runs every forward pass (sampler, trainer, reference) under "
         "torch.autocast(bfloat16); the LM head follows it unless algo.fp32_lm_head")
@@ -165,7 +166,9 @@ class AlgoCfg:
     surrogate: str = F("ppo_clip", "policy surrogate / clipping", choices_from="surrogate")
     aggregation: str = F("seq_mean_token_mean", "how token losses are averaged",
                          choices_from="aggregation")
-    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low", lo=0)
+    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low; 1 = no lower bound "
+                        "(CISPO, ScaleRL): a ratio is never below 0, so a larger value could never act",
+                        lo=0, hi=1)
     clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (DAPO: 0.28)", lo=0)
     dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
                          "c*A (Ye et al. 2020); 0 = off", lo=0)

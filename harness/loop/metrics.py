@@ -131,7 +131,9 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
 
 
 class TensorBoard:
-    """TensorBoard scalars (same names as metrics.jsonl)."""
+    """TensorBoard scalars (same names as metrics.jsonl), and the run's resolved config: as text
+    (the YAML of config.yaml, TEXT tab) and as hparams (every scalar key, HPARAMS tab, with the
+    final eval pass rates as its metrics), so the event file alone says what ran."""
 
     def __init__(self, path: Path, purge_step: int):
         from torch.utils.tensorboard import SummaryWriter
@@ -144,5 +146,69 @@ class TensorBoard:
             if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 self.w.add_scalar(k, v, row["step"])
 
+    def log_config(self, config: dict, yaml_text: str) -> None:
+        """Written once, at step 0 of a fresh run (a resumed run already has it)."""
+        from torch.utils.tensorboard.summary import hparams
+        self.w.add_text("config", "```yaml\n" + yaml_text + "```", 0)
+        flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                for k, v in _flatten(config).items()}
+        exp, ssi, sei = hparams(flat, {k: 0.0 for k in HPARAM_METRICS})
+        for summary in (exp, ssi, sei):
+            self.w.file_writer.add_summary(summary, 0)
+
     def close(self) -> None:
         self.w.close()
+
+
+# the scalars the hparams table shows beside each run's config
+HPARAM_METRICS = ("eval/in_dist/pass@1", "eval/held_out/pass@1")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = "none" if v is None else v
+    return out
+
+
+
+WANDB_ENV = "RLABLATE_WANDB"
+
+
+class WandbLog:
+    """Optional Weights & Biases logging: the same rows under the same names as metrics.jsonl
+    (train rows and eval rows, at their RL step) and the resolved config as the W&B run config.
+
+    On when the environment names a project: ``RLABLATE_WANDB=<project>`` (W&B's own variables
+    apply: ``WANDB_MODE=offline`` writes ``<run_dir>/wandb/`` without a network, ``wandb sync``
+    uploads it later; ``WANDB_ENTITY``, ``WANDB_API_KEY``). It is not a config key on purpose: it
+    changes no result, so it stays out of the run id and of config.yaml, and a sweep can turn it
+    on for a re-run of finished runs' neighbours without forking their ids. The W&B run id is the
+    run id, with ``resume="allow"``: a resumed run continues the same W&B run. Needs the extra
+    ``pip install rlablate[wandb]``."""
+
+    def __init__(self, project: str, run_dir: Path, config: dict, run_id: str, name: str):
+        try:
+            import wandb
+        except ImportError:
+            raise ImportError(f"{WANDB_ENV}={project}: W&B logging needs the wandb package "
+                              f"(pip install 'rlablate[wandb]')") from None
+        self.run = wandb.init(project=project, id=run_id, name=name, dir=str(run_dir),
+                              config=config, resume="allow")
+
+    @classmethod
+    def from_env(cls, run_dir: Path, config: dict, run_id: str, name: str):
+        import os
+        project = os.environ.get(WANDB_ENV, "").strip()
+        return cls(project, run_dir, config, run_id, name) if project else None
+
+    def log(self, row: dict) -> None:
+        values = {k: v for k, v in row.items() if "/" in k and isinstance(v, (int, float))
+                  and not isinstance(v, bool) and math.isfinite(v)}
+        self.run.log(values, step=int(row["step"]))
+
+    def close(self) -> None:
+        self.run.finish()

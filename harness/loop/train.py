@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from . import checkpoint
 from .critic import pretrain
 from .evaluate import evaluate
 from .finite import Diverged, check_finite
-from .metrics import TensorBoard, train_row
+from .metrics import TensorBoard, WandbLog, train_row
 from .parts import Parts, build_parts
 from .prepare import Prepared, prepare
 from .sample import sample
@@ -78,7 +79,11 @@ def train(cfg: Config, progress: bool = True, stop_requested: Callable[[], bool]
         run_dir, progress = run_dir / f".rank{dp.rank}", False
     run_dir.mkdir(parents=True, exist_ok=True)
     faults.set_run(cfg.run_id())
-    with file_lock(run_dir / ".lock"):
+    def say_waiting() -> None:
+        print(f"rlablate: another process is running this run ({run_dir} is locked); waiting "
+              f"for it to end, then this one resumes it or reports its result", file=sys.stderr,
+              flush=True)
+    with file_lock(run_dir / ".lock", on_wait=say_waiting):
         return _train_locked(cfg, run_dir, ckpt_dir, dp, progress, stop_requested or (lambda: False),
                              pause_at)
 
@@ -130,6 +135,13 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         else:
             pretrain_losses = []
         tb = TensorBoard(f.run_dir / "tb", purge_step=p.counters.step + 1)
+        wb = WandbLog.from_env(f.run_dir, cfg.to_dict(), cfg.run_id(), cfg.run_name()) \
+            if dp.is_main else None
+        if p.counters.step == 0:  # a fresh run: the config and the step-0 eval (R0 of the curve)
+            tb.log_config(cfg.to_dict(), dump_yaml(cfg))
+            tb.log(last_eval)
+            if wb:
+                wb.log(last_eval)
         bar = tqdm(total=cfg.train.steps, initial=p.counters.step, desc=cfg.run_name()[:30],
                    disable=not progress, dynamic_ncols=True)
         stop_reason = "steps"
@@ -141,6 +153,8 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
             if step % cfg.eval.every == 0 or step == cfg.train.steps:
                 last_eval = _eval(p, f, step)
                 tb.log(last_eval)
+            if wb:  # one W&B step per RL step: the train row and, at eval steps, the eval row
+                wb.log(row | (last_eval if last_eval["step"] == step else {}))
             wall_up = distributed.any_rank(bool(cfg.train.max_wall_s) and f.wall_s() >= cfg.train.max_wall_s)
             # a stop request on the last step: the run simply finishes
             paused = pause_at is not None and step >= pause_at
@@ -162,6 +176,8 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                 break
         bar.close()
         tb.close()
+        if wb:
+            wb.close()
         if stop_reason in ("preempted", "paused"):  # the next attempt resumes from this checkpoint
             f.summary.update(status="interrupted", stop_reason=stop_reason)
             return dict(f.summary)

@@ -75,7 +75,9 @@ def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True)
     opt = torch.optim.AdamW(model.parameters(), lr=w.lr, weight_decay=0.0)
     cursor, step, flops, t0, pass_rate = 0, 0, 0.0, time.time(), 0.0
     history = []
-    bar = tqdm(total=w.max_steps, desc="warm-up", disable=not progress, dynamic_ncols=True)
+    # no total: the warm-up stops on a pass rate, not at max_steps (an ETA to the cap misleads)
+    bar = tqdm(desc=f"warm-up to pass rate {w.target_pass_rate:g} (cap {w.max_steps} steps)",
+               unit="step", disable=not progress, dynamic_ncols=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(w.seed)
         while w.max_steps > 0:

@@ -68,6 +68,9 @@ def _status_args(t: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str, overrides: list[str]) -> tuple[Spec, list[Run]]:
+    from ..config import repeated_overrides
+    for note in repeated_overrides(overrides):
+        print(f"rlablate: note: {note}", file=sys.stderr)
     spec = load_spec(path, overrides)
     return spec, expand(spec)
 
@@ -86,6 +89,13 @@ def run_sweep(args: argparse.Namespace, exit_failed: int) -> int:
         print(f"{summarize(runs)}; {executor} executor would submit {len(todo)}, skip "
               f"{len(skipped)}; sweep dir {sweep_dir(runs)}  (dry run: nothing written)")
         return 0
+    if EXECUTORS.meta(executor).cluster in ("local", "debug"):  # this machine runs them
+        from ..config import ConfigError, check_environment
+        for r in runs:  # the device and the files, before anything is written or submitted
+            try:
+                check_environment(r.cfg)
+            except ConfigError as e:
+                raise SpecError(f"run {r.run_id}: {e}") from None
     show = sys.stderr.isatty() if args.progress is None else args.progress
     if args.halving:
         from .halving import parse_rungs, successive_halving
@@ -115,7 +125,28 @@ def run_status(args: argparse.Namespace, exit_failed: int) -> int:
         sdir, ids = sweep_dir(runs), [r.run_id for r in runs]
     text, _ = status_report(sdir, ids)
     print(text)
+    if not target.is_dir():
+        note = other_runs_note(sdir, ids, args.target)
+        if note:
+            print(note)
     return 0
+
+
+def other_runs_note(sdir: Path, ids: list[str], spec_path: str) -> str | None:
+    """A spec expanded without the overrides given at launch names other run ids than the ones
+    in its sweep dir (sweep.json and the run directories know those): say so, instead of showing
+    every run pending beside finished ones."""
+    try:
+        launched = runs_of_dir(sdir)
+    except NotASweepDir:
+        return None
+    other = [rid for rid in launched if rid not in set(ids)]
+    if not other:
+        return None
+    return (f"note: {sdir} holds {len(other)} run(s) that this spec, expanded with these "
+            f"overrides, does not name (launched with other key=value overrides, or an earlier "
+            f"version of the spec?): give `rlablate status {spec_path}` the launch's overrides, "
+            f"or see them all with `rlablate status {sdir}`")
 
 
 COMMANDS: dict[str, Command] = {

@@ -15,20 +15,22 @@ asks squeue/sacct about them), the `grace_s` a job's stop request gets (see `job
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import submitit
+from typing import TYPE_CHECKING, Callable
 
 from ..registry import Registry
-from .job import RunJob
 from .progress import SweepProgress
 from .record import record_job
 from .resources import describe
 
+if TYPE_CHECKING:  # annotations only: submitit and the job load when a launch runs
+    import submitit
+
+    from .job import RunJob
 
 
 class LaunchError(RuntimeError):
@@ -59,6 +61,7 @@ class Submission:
         return EXECUTORS.meta(self.executor)
 
     def executor_for(self, res: dict) -> submitit.AutoExecutor:
+        import submitit  # here, not at the top: `rlablate --help` / `status` never load it
         m = self.meta
         ex = submitit.AutoExecutor(folder=self.sdir / "_submitit" / "%j", cluster=m.cluster,
                                    slurm_max_num_timeout=res["max_timeouts"],
@@ -67,9 +70,24 @@ class Submission:
         return ex
 
     def job(self, r) -> RunJob:
+        from .job import RunJob
         grace = self.meta.grace_s
-        return RunJob(r.cfg.to_dict(), r.run_id, grace(r.resources) if grace else None,
+        return RunJob(self.run_config(r), r.run_id, grace(r.resources) if grace else None,
                       self.pause_at)
+
+    def run_config(self, r) -> dict:
+        """The run's resolved config as the job gets it. A local launch of several runs at once
+        whose config leaves run.threads = 0 ("all cores") divides the cores among them instead:
+        `parallel` runs each taking every core oversubscribe the machine. run.threads is not part
+        of the run id, and the run's config.yaml records the count it ran with."""
+        cfg = r.cfg.to_dict()
+        if self.executor_is_local and self.parallel > 1 and not cfg["run"]["threads"]:
+            cfg["run"]["threads"] = max(1, (os.cpu_count() or 1) // self.parallel)
+        return cfg
+
+    @property
+    def executor_is_local(self) -> bool:
+        return self.meta.cluster == "local"
 
     def record(self, r, job) -> None:
         self.result["jobs"][r.run_id] = job

@@ -6,11 +6,7 @@ jobs, so a job that dies mid-write cannot break the bar.
 
 from __future__ import annotations
 
-
-from tqdm.auto import tqdm
-
 from ..storage import last_step
-
 
 
 class SweepProgress:
@@ -19,6 +15,7 @@ class SweepProgress:
     Each run's step is read from the tail of its metrics.jsonl (no IPC with the jobs)."""
 
     def __init__(self, runs: list, states: dict, enabled: bool = True):
+        from tqdm.auto import tqdm  # here: `rlablate --help` does not pay its import
         self.runs = {r.run_id: r for r in runs}
         self.total = {r.run_id: r.cfg.train.steps for r in runs}
         self.start = {r.run_id: (states[r.run_id].step or 0) if r.run_id in states else 0

@@ -167,6 +167,12 @@ def _top(raw: Any, err: Err) -> str:
     """The spec is a mapping of known keys with a usable `name`; returns the name."""
     if not isinstance(raw, dict):
         raise err(f"expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(raw).__name__}")
+    sections = {k.split(".")[0] for k in config_keys()} | {"preset"}
+    unknown = [k for k in raw if k not in TOP_KEYS]
+    if unknown and all(k in sections for k in unknown) and "grid" not in raw and "base" not in raw:
+        raise err(f"this is a run config (keys {', '.join(map(str, unknown))}), not a sweep spec; "
+                  f"give it to `rlablate train` (or `rlablate config`), or name it as the `base` "
+                  f"of a sweep spec")
     for k in raw:
         if k not in TOP_KEYS:
             raise err(f"unknown key {k!r}; allowed: {', '.join(TOP_KEYS)}" + suggest(str(k), list(TOP_KEYS)))
