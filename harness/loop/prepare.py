@@ -74,5 +74,7 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
         out.explained_var = explained_variance(values, value_targets, loss_mask)
     out.batch = StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                           loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
-                          logp_ref=logp_ref, value_targets=value_targets, correction=correction)
+                          logp_ref=logp_ref, value_targets=value_targets, correction=correction,
+                          logp_sampler=ro.logprobs if algos.OFF_POLICY_MASKS.meta(
+                              a.off_policy_mask).active else None)
     return out
