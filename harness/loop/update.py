@@ -104,6 +104,7 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
     kl_fn = algos.KL_ESTIMATORS[a.kl] if algos.KL_ESTIMATORS.meta(a.kl).needs_reference else None
     kl_coef_loss = a.kl_coef if algos.KL_MODES.meta(a.kl_mode).in_loss else 0.0
     knobs = algos.surrogate_knobs(a.surrogate, a)
+    ratio_weight = algos.RATIOS.meta(a.ratio).loss_weight
     opm_fn = algos.OFF_POLICY_MASKS[a.off_policy_mask] \
         if algos.OFF_POLICY_MASKS.meta(a.off_policy_mask).active else None
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
@@ -122,6 +123,8 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         log_ratio = algos.RATIOS[a.ratio](logp, micro.logp_old, m)
         out = algos.SURROGATES[a.surrogate](log_ratio, micro.adv, logp, mask=m, **knobs)
         token_loss = out.loss if micro.correction is None else out.loss * micro.correction
+        if ratio_weight is not None:  # a ratio whose weight acts outside the clip (MinPRO reading)
+            token_loss = token_loss * ratio_weight(logp, micro.logp_old, m)
         if opm_fn is not None:  # loss-time sequence mask (DeepSeek-V3.2), from the current policy
             keep = opm_fn(logp, micro.logp_sampler, micro.adv, m, threshold=a.off_policy_mask_threshold)
             token_loss = token_loss * keep
