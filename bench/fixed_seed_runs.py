@@ -61,6 +61,7 @@ CASES.update({
                            "algo.epochs=2", "algo.entropy_coef=0.01"],
     "grpo_prefix_min_weight": ["algo.ratio=prefix_min_weight", "algo.epochs=2"],
     "grpo_batch_std_seq": ["algo.advantage=group_mean_batch_std_seq"],
+    "scalerl_std_before_filter": ["algo.preset=scalerl", "algo.adv_batch_scope=sampled"],
     "cispo_band": ["algo.preset=cispo", "algo.surrogate=cispo_band",
                    "algo.clip_low=1.0", "algo.clip_high=4.0"],
 })

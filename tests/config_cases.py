@@ -246,7 +246,15 @@ CASES = [
       "algo.rollout_correction is mask (it is seq_mask)"),
     U("algo.off_policy_mask_threshold=0.1", msg="algo.off_policy_mask_threshold = 0.1: only used when "
       "algo.off_policy_mask is dsv32 (it is none)"),
-    # ---- rules: group filter
+    # ---- rules: group filter (and the order of the batch std relative to it)
+    L("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
+    R("algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = 'sampled': no effect with "
+      "algo.group_filter = none (nothing is dropped)"),
+    R("algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = "
+      "'sampled': advantage 'group_norm' is a function of each group alone (no batch statistic)"),
+    R("algo.preset=reinforce_pp_baseline", "algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled",
+      msg="algo.adv_batch_scope = 'sampled': the dropped groups would need critic values / reference "
+      "log-probs"),
     U("algo.max_gen_rounds=4", msg="algo.max_gen_rounds = 4: refilling needs a filter "
       "(algo.group_filter = zero_variance); with none every round is kept"),
 ]

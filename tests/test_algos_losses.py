@@ -261,3 +261,41 @@ def test_prefix_min_weight_outside_the_clip_scales_instead_of_killing():
     # a length-1 response: no prefix, weight 1, the token ratio itself
     one = algos.RATIOS.meta("prefix_min_weight").loss_weight(lp[:, :1], logp_old[:, :1], mask[:, :1])
     assert one.tolist() == [[1.0]]
+
+
+def test_presets_and_choices_list_the_new_values():
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "presets"], capture_output=True, text=True)
+    assert p.returncode == 0
+    head, *rows = [line.split() for line in p.stdout.splitlines()]
+    table = {r[0]: dict(zip(head, r)) for r in rows}
+    assert {"sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo"} <= set(table)
+    assert table["cispo"]["surrogate"] == "cispo" and table["cispo"]["weight_cap"] == "4.0"
+    assert table["scalerl"]["weight_cap"] == "4.0" and table["cispo"]["clip_high"] == "."
+    assert table["luspo"]["aggregation"] == "seq_sum_mean" and table["dppo_kl"]["div_high"] == "0.05"
+    c = subprocess.run([sys.executable, "-m", "harness.cli", "choices"], capture_output=True, text=True)
+    for name in ("cispo_band", "sapo", "gmpo", "dppo_tv", "dppo_kl", "seq_sum_mean", "seq_tis",
+                 "seq_mask", "dsv32", "group_mean_batch_std_seq", "prefix_min_weight"):
+        assert f"  {name} " in c.stdout, name
+
+
+def test_batch_std_before_or_after_the_zero_variance_filter_in_prepare():
+    """algo.adv_batch_scope: the batch std over the kept groups only (kept) or over every sampled
+    group, the dropped zero-variance ones counting with advantage 0 (sampled). By hand: kept
+    centred rewards +-0.5 (4 responses) -> std sqrt(1/3); with a dropped all-correct group (two
+    zeros) -> std sqrt(1/5)."""
+    from types import SimpleNamespace
+    from harness.batch import Rollout
+    from harness.loop.prepare import prepare
+    ones = torch.ones(4, 2, dtype=torch.long)
+    ro = Rollout(ones, ones, ones, ones, torch.zeros(4, 2), torch.full((4,), 2), torch.zeros(4, dtype=torch.bool),
+                 [""] * 4)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    for scope, std in (("kept", math.sqrt(1 / 3)), ("sampled", math.sqrt(1 / 5))):
+        cfg = load_config(None, ["algo.advantage=group_mean_batch_std_seq", "algo.group_filter=zero_variance",
+                                 f"algo.adv_batch_scope={scope}", "rollout.group_size=2"])
+        p = SimpleNamespace(cfg=cfg, reference=None, critic=None, lag=0, meter=None)
+        dropped = (torch.ones(2, 2, dtype=torch.long), torch.tensor([1.0, 1.0])) if scope == "sampled" else None
+        adv = prepare(p, ro, rewards, rewards, 1, dropped=dropped).batch.adv
+        assert adv[:, 0].tolist() == pytest.approx([0.5 / std, -0.5 / std] * 2, rel=1e-5)

@@ -73,6 +73,7 @@ VALID = [  # each combination sets keys away from their defaults, and loads with
      "algo.aggregation=seq_sum_constant"],
     ["algo.ratio=sequence", "algo.aggregation=seq_sum_mean", "algo.clip_high=0.0004"],  # LUSPO
     ["algo.old_logprobs=recompute", "algo.rollout_correction=seq_tis", "algo.rollout_correction_cap=3.0"],
+    ["algo.preset=scalerl", "algo.adv_batch_scope=sampled", "algo.advantage=group_mean_batch_std_seq"],
     ["algo.off_policy_mask=dsv32", "algo.off_policy_mask_threshold=0.1",
      "algo.advantage=group_mean_batch_std_seq"],
     ["algo.dual_clip=3.0", "algo.advantage=group_mean_batch_std", "algo.aggregation=prompt_mean"],

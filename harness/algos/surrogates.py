@@ -107,7 +107,7 @@ def compute_sapo_loss(log_ratio, adv, logp, *, mask=None, tau_pos: float, tau_ne
     """SAPO soft gate: L_t = -f_tau(rho_t) A_t,  f_tau(r) = (4 / tau) sigmoid(tau (r - 1)),
     tau = tau_pos where A_t > 0, tau_neg otherwise. The gradient is
     -A_t 4 s (1 - s) rho_t grad log pi_t with s = sigmoid(tau (rho_t - 1)): exactly the policy
-    gradient at rho = 1, decaying smoothly (never zero) away from it, faster for larger tau.
+    gradient at rho = 1, decaying smoothly away from it (never cut to zero at a band edge), faster for larger tau.
 
     Gao et al. 2025, Soft Adaptive Policy Optimization (arXiv 2511.20347). verl `loss_mode=sapo`
     (tau_pos 1.0, tau_neg 1.05; A = 0 takes tau_neg, as here) and TRL `loss_type=sapo` agree on the

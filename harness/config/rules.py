@@ -292,6 +292,18 @@ def check_off_policy(cfg: Config) -> None:
 
 def check_filter(cfg: Config) -> None:
     a = cfg.algo
+    if a.adv_batch_scope != _default(AlgoCfg, "adv_batch_scope"):
+        adv = algos.ADVANTAGES.meta(a.advantage)
+        if not algos.GROUP_FILTERS.meta(a.group_filter).drops:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: no effect with "
+                              f"algo.group_filter = {a.group_filter} (nothing is dropped)")
+        if adv.group_local:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: advantage "
+                              f"{a.advantage!r} is a function of each group alone (no batch statistic)")
+        if adv.needs_critic or algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: the dropped groups "
+                              f"would need critic values / reference log-probs; use kept with "
+                              f"advantage {a.advantage!r} or algo.kl = {a.kl}")
     if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = {_names(algos.GROUP_FILTERS, drops=True)}); with "
