@@ -167,9 +167,8 @@ def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: 
     `policy_backward` need not forward them. A row is inert when no KL term is configured, its
     positive-NLL weights are zero, and either its aggregation weights are all zero or its advantage
     is zero on every token, no entropy bonus acts, and the surrogate vanishes identically at A = 0
-    (checked on the
-    registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so skipping a row
-    changes no other row's loss."""
+    (checked on the registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so
+    skipping a row changes no other row's loss."""
     none = torch.zeros(len(b), dtype=torch.bool)
     if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
         return none
