@@ -299,3 +299,15 @@ def test_batch_std_before_or_after_the_zero_variance_filter_in_prepare():
         dropped = (torch.ones(2, 2, dtype=torch.long), torch.tensor([1.0, 1.0])) if scope == "sampled" else None
         adv = prepare(p, ro, rewards, rewards, 1, dropped=dropped).batch.adv
         assert adv[:, 0].tolist() == pytest.approx([0.5 / std, -0.5 / std] * 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["cispo", "cispo_band", "sapo", "gmpo", "dppo_tv", "dppo_kl"])
+def test_all_equal_group_zero_advantage_gives_zero_loss_and_gradient(name):
+    """A group whose rewards are all equal has A = 0 on every token: no loss, no gradient (so the
+    loop may skip the row), for every new surrogate, at ratios near and far from 1."""
+    a = load_config(None, [f"algo.surrogate={name}"] + (["algo.aggregation=seq_mean_token_mean"]
+                                                         if name == "gmpo" else [])).algo
+    lr, lp = _lr_lp([1.0, 1.1, 0.3, 30.0], [-0.2, -1.0, -2.0, -4.0])
+    out = S[name](lr, torch.zeros(1, 4), lp, mask=torch.ones(1, 4), **algos.surrogate_knobs(name, a))
+    out.loss.sum().backward()
+    assert (out.loss == 0).all() and (lp.grad == 0).all()
