@@ -2,6 +2,7 @@
 
     python bench/fixed_seed_runs.py run OUT_DIR        # every case below, in this process
     python bench/fixed_seed_runs.py compare DIR_A DIR_B
+    python bench/fixed_seed_runs.py compare DIR_A DIR_B --new-keys-ok   # B's config may add keys
     python bench/fixed_seed_runs.py compare-sweeps SWEEP_DIR_A SWEEP_DIR_B   # e.g. two demo-quicks
 
 `run` trains each case (every preset, plus the axes no preset turns on: KL in the loss and in the
@@ -11,7 +12,11 @@ every case, that metrics.jsonl and eval_items.jsonl are identical line by line a
 wall-clock columns (`perf/*`, `compute/wall_s`: time, not behaviour), that config.yaml is byte-
 identical (with the two output roots written as one placeholder), and that summary.json agrees
 except for its wall times. Exit 1 on the first difference,
-naming the case, the file, the line and the key.
+naming the case, the file, the line and the key. With `--new-keys-ok` (a change that adds config
+keys, e.g. issue 18's new axes at their defaults) config.yaml is compared as data: every key of A
+must have the same value in B, keys only in B are listed but allowed, and the run id and the
+summary's `run_id` (a hash of the config) may differ; metrics, eval items and the rest of the
+summary must still be identical.
 
 The issue-14 refactor was checked with it: run at the commit before, run at the commit after,
 compare (LOG.md, 2026-12-01 session 4: 25 of 25 identical to 70b7512).
@@ -30,7 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import TINY  # noqa: E402  (the test suite's cheapest whole-loop config)
 
 PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "minpro", "rloo", "reinforce_pp",
-           "reinforce_pp_baseline", "ppo", "vapo", "scalerl"]
+           "reinforce_pp_baseline", "ppo", "vapo", "scalerl",
+           "sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo"]  # the last five: issue 18
 CASES: dict[str, list[str]] = {p: [f"algo.preset={p}"] for p in PRESETS}
 CASES.update({
     "vapo_pretrain": ["algo.preset=vapo", "algo.value_pretrain_steps=2"],
@@ -48,6 +54,16 @@ CASES.update({
     "grpo_lora_k3": ["model.lora_rank=4", "algo.kl=k3", "algo.kl_coef=0.04"],
     "grpo_bf16": ["model.dtype=bf16", "algo.fp32_lm_head=true"],
     "grpo_wall": ["train.max_wall_s=0.001"],
+    # issue 18's axes that no preset turns on
+    "grpo_seq_tis": ["algo.old_logprobs=recompute", "algo.rollout_correction=seq_tis", "algo.epochs=2"],
+    "grpo_seq_mask": ["algo.old_logprobs=recompute", "algo.rollout_correction=seq_mask"],
+    "grpo_dsv32_entropy": ["algo.off_policy_mask=dsv32", "algo.off_policy_mask_threshold=0.01",
+                           "algo.epochs=2", "algo.entropy_coef=0.01"],
+    "grpo_prefix_min_weight": ["algo.ratio=prefix_min_weight", "algo.epochs=2"],
+    "grpo_batch_std_seq": ["algo.advantage=group_mean_batch_std_seq"],
+    "scalerl_std_before_filter": ["algo.preset=scalerl", "algo.adv_batch_scope=sampled"],
+    "cispo_band": ["algo.preset=cispo", "algo.surrogate=cispo_band",
+                   "algo.clip_low=1.0", "algo.clip_high=4.0"],
 })
 
 VOLATILE = ("perf/", "compute/wall_s")
@@ -85,13 +101,30 @@ def _timeless(x):
     return x
 
 
-def compare_run(ra: Path, rb: Path, root_a: Path, root_b: Path) -> list[str]:
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _config_diffs(ca: str, cb: str, new_keys_ok: bool) -> list[str]:
+    if ca == cb:
+        return []
+    if not new_keys_ok:
+        return ["config.yaml differs"]
+    import yaml
+    fa, fb = _flat(yaml.safe_load(ca)), _flat(yaml.safe_load(cb))
+    changed = [f"{k} = {fa[k]!r} vs {fb.get(k, '<absent>')!r}" for k in fa if fb.get(k, object()) != fa[k]]
+    return [f"config.yaml: {changed[0]}" + (f" (+{len(changed) - 1} more)" if len(changed) > 1 else "")] \
+        if changed else []
+
+
+def compare_run(ra: Path, rb: Path, root_a: Path, root_b: Path, new_keys_ok: bool = False) -> list[str]:
     """The differences between two run directories (empty: identical up to wall-clock values)."""
-    diffs = []
     ca = (ra / "config.yaml").read_text().replace(str(root_a.resolve()), "<ROOT>")
     cb = (rb / "config.yaml").read_text().replace(str(root_b.resolve()), "<ROOT>")
-    if ca != cb:
-        diffs.append("config.yaml differs")
+    diffs = _config_diffs(ca, cb, new_keys_ok)
     for fname in ("metrics.jsonl", "eval_items.jsonl"):
         xa, xb = _jsonl(ra / fname), _jsonl(rb / fname)
         if len(xa) != len(xb):
@@ -108,12 +141,14 @@ def compare_run(ra: Path, rb: Path, root_a: Path, root_b: Path) -> list[str]:
                 diffs.append(f"{fname}:{i + 1}: {d[0]} = {u[d[0]]!r} vs {v[d[0]]!r}")
                 break
     sa, sb = (json.loads((r / "summary.json").read_text()) for r in (ra, rb))
+    if new_keys_ok:
+        sa.pop("run_id", None), sb.pop("run_id", None)
     if _timeless(sa) != _timeless(sb):
         diffs.append("summary.json differs")
     return diffs
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, new_keys_ok: bool = False) -> int:
     """Every case of `run` in A against the same case in B."""
     names = sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith("_"))
     bad = 0
@@ -123,8 +158,9 @@ def compare(a: Path, b: Path) -> int:
             bad += 1
             continue
         ra, rb = _run_dir(a / name), _run_dir(b / name)
-        diffs = [] if ra.name == rb.name else [f"run id {ra.name} != {rb.name} (the resolved config differs)"]
-        diffs += compare_run(ra, rb, a, b)
+        diffs = [] if ra.name == rb.name or new_keys_ok else \
+            [f"run id {ra.name} != {rb.name} (the resolved config differs)"]
+        diffs += compare_run(ra, rb, a, b, new_keys_ok)
         print(f"{name:24s} {'identical' if not diffs else 'DIFFERENT: ' + '; '.join(diffs)}")
         bad += bool(diffs)
     print(f"{len(names) - bad} of {len(names)} cases identical")
@@ -147,8 +183,8 @@ def compare_sweeps(a: Path, b: Path) -> int:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "run":
         run(Path(sys.argv[2]).resolve(), sys.argv[3:])
-    elif len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "compare" and sys.argv[4:] in ([], ["--new-keys-ok"]):
+        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), new_keys_ok=len(sys.argv) == 5))
     elif len(sys.argv) == 4 and sys.argv[1] == "compare-sweeps":
         sys.exit(compare_sweeps(Path(sys.argv[2]), Path(sys.argv[3])))
     else:

@@ -57,6 +57,7 @@ class StepBatch:
     logp_ref: Optional[torch.Tensor] = None       # (B, T) frozen reference policy (KL on)
     value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
     correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
+    logp_sampler: Optional[torch.Tensor] = None   # (B, T) the sampler's log-probs (a loss-time mask)
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]

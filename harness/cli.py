@@ -160,7 +160,8 @@ def _add_presets(sub) -> None:
 def _run_presets(args) -> int:
     from . import algos
     from .config import list_presets, load_preset
-    axes = list(algos.REGISTRIES) + ["clip_low", "clip_high", "overlong_cache"]
+    axes = list(algos.REGISTRIES) + ["clip_low", "clip_high", "weight_cap", "div_low", "div_high",
+                                     "tau_pos", "tau_neg", "overlong_cache"]
     table = [["preset"] + axes]
     for name in list_presets():
         p = load_preset(name)

@@ -63,9 +63,9 @@ CASES = [
     L("model.scale=tiny-2m", msg="model.scale = 'tiny-2m': allowed values are tiny-0.3m, tiny-1m, "
       "tiny-4m, pretrained"),
     L("model.dtype=fp16", msg="model.dtype = 'fp16': allowed values are fp32, bf16"),
-    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dr_grpo, grpo, "
-      "gspo, minpro, ppo, reinforce_pp, reinforce_pp_baseline, rloo, scalerl, vapo, none "
-      "(did you mean 'grpo'?)"),
+    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dppo_kl, "
+      "dppo_tv, dr_grpo, gmpo, grpo, gspo, luspo, minpro, ppo, reinforce_pp, reinforce_pp_baseline, "
+      "rloo, sapo, scalerl, vapo, none (did you mean 'grpo'?)"),
     L("algo.preset=7", msg="algo.preset = 7: expected a string"),
     L("algo.deviates_from_preset=[]", msg="algo.deviates_from_preset is derived from the config; do "
       "not set it"),
@@ -82,10 +82,16 @@ CASES = [
 
     # ---- rules: choices and names -----------------------------------------------------------------
     R("algo.advantage=group_nrm", msg="algo.advantage = 'group_nrm': allowed values are batch_norm, "
-      "gae, group_mean, group_mean_batch_std, group_norm, rloo (did you mean 'group_norm'?)"),
+      "gae, group_mean, group_mean_batch_std, group_mean_batch_std_seq, group_norm, rloo (did you "
+      "mean 'group_norm'?)"),
     R("algo.kl=k4", msg="algo.kl = 'k4': allowed values are k1, k2, k3, none"),
     R("algo.rollout_correction=tys", "algo.old_logprobs=recompute",
-      msg="algo.rollout_correction = 'tys': allowed values are mask, none, tis (did you mean 'tis'?)"),
+      msg="algo.rollout_correction = 'tys': allowed values are mask, none, seq_mask, seq_tis, tis "
+      "(did you mean 'tis'?)"),
+    R("algo.off_policy_mask=dsv3", msg="algo.off_policy_mask = 'dsv3': allowed values are dsv32, none "
+      "(did you mean 'dsv32'?)"),
+    R("algo.surrogate=grpo", msg="algo.surrogate = 'grpo': allowed values are cispo, cispo_band, "
+      "dppo_kl, dppo_tv, gmpo, ppo_clip, reinforce, sapo"),
     R("run.name=../x", msg="run.name = '../x': letters, digits and _ . + - only, not starting with "
       "'.' (it names a directory under run.results_dir)"),
     R("run.sweep=.hidden", msg="run.sweep = '.hidden': letters, digits and _ . + - only"),
@@ -164,21 +170,41 @@ CASES = [
     # ---- rules: the objective
     R("algo.ratio=sequence", "algo.aggregation=token_mean", msg="algo.aggregation = 'token_mean': "
       "with algo.ratio = 'sequence' every token of a response carries the same response-level term, "
-      "so this aggregation weights each response by its length; use seq_mean_token_mean"),
+      "so this aggregation weights each response by its length; use seq_mean_token_mean (or "
+      "seq_sum_mean, LUSPO's deliberate length weight)"),
+    R("algo.surrogate=gmpo", "algo.aggregation=token_mean", msg="algo.aggregation = 'token_mean': "
+      "with algo.surrogate = 'gmpo' every token of a response carries the same response-level term"),
+    R("algo.surrogate=gmpo", "algo.ratio=sequence", msg="algo.ratio = 'sequence': surrogate 'gmpo' "
+      "needs the per-token log-ratio (it clips each token before averaging); use a per-token ratio"),
     R("algo.ratio=sequence", "algo.aggregation=seq_sum_constant", msg="algo.aggregation = "
       "'seq_sum_constant': with algo.ratio = 'sequence'"),
     R("algo.ratio=sequence", "algo.aggregation=prompt_mean", msg="algo.aggregation = 'prompt_mean': "
       "with algo.ratio = 'sequence'"),
     U("algo.advantage=group_mean", "algo.adv_eps=1e-3", msg="algo.adv_eps = 0.001: advantage "
       "'group_mean' divides by no std (adv_eps acts with batch_norm, gae, group_mean_batch_std, "
-      "group_norm)"),
+      "group_mean_batch_std_seq, group_norm)"),
     U("algo.advantage=rloo", "algo.adv_eps=1e-3", msg="algo.adv_eps = 0.001: advantage 'rloo' "
       "divides by no std"),
-    U(*REINFORCE, "algo.clip_high=0.28", msg="algo.clip_high = 0.28: surrogate 'reinforce' has no "
-      "clip (clip_low and clip_high act with cispo, ppo_clip)"),
-    U(*REINFORCE, "algo.clip_low=0.1", msg="algo.clip_low = 0.1: surrogate 'reinforce' has no clip"),
-    U("algo.surrogate=cispo", "algo.dual_clip=3", msg="algo.dual_clip = 3.0: only surrogate ppo_clip "
-      "has a dual clip (algo.surrogate = 'cispo'); set 0"),
+    U(*REINFORCE, "algo.clip_high=0.28", msg="algo.clip_high = 0.28: surrogate 'reinforce' does not "
+      "read it (read by cispo_band, gmpo, ppo_clip)"),
+    U(*REINFORCE, "algo.clip_low=0.1", msg="algo.clip_low = 0.1: surrogate 'reinforce' does not read it"),
+    U("algo.surrogate=cispo", "algo.dual_clip=3", msg="algo.dual_clip = 3.0: surrogate 'cispo' does "
+      "not read it (read by ppo_clip)"),
+    # CISPO's cap is absolute (weight_cap); the old band reading of clip_high is refused, not reused
+    U("algo.preset=cispo", "algo.clip_high=4", msg="algo.clip_high = 4.0: surrogate 'cispo' does not "
+      "read it (read by cispo_band, gmpo, ppo_clip)"),
+    U("algo.weight_cap=5", msg="algo.weight_cap = 5.0: surrogate 'ppo_clip' does not read it (read "
+      "by cispo, dppo_kl, dppo_tv)"),
+    U("algo.tau_neg=2", msg="algo.tau_neg = 2.0: surrogate 'ppo_clip' does not read it (read by sapo)"),
+    U("algo.surrogate=sapo", "algo.clip_high=0.28", msg="algo.clip_high = 0.28: surrogate 'sapo' does "
+      "not read it"),
+    U("algo.preset=dppo_tv", "algo.clip_low=0.3", msg="algo.clip_low = 0.3: surrogate 'dppo_tv' does "
+      "not read it"),
+    U("algo.div_high=0.1", msg="algo.div_high = 0.1: surrogate 'ppo_clip' does not read it (read by "
+      "dppo_kl, dppo_tv)"),
+    L("algo.weight_cap=0", msg="algo.weight_cap = 0.0: must be > 0"),
+    L("algo.tau_pos=0", msg="algo.tau_pos = 0.0: must be > 0"),
+    L("algo.entropy_coef=-0.01", msg="algo.entropy_coef = -0.01: must be >= 0"),
     R("algo.dual_clip=0.5", msg="algo.dual_clip = 0.5: must be > 1 (or 0 = off); the floor c*A "
       "binds only where the ratio exceeds c"),
     U(*REINFORCE, "algo.ratio=sequence", msg="algo.ratio = 'sequence': surrogate 'reinforce' uses no "
@@ -214,10 +240,28 @@ CASES = [
     R("algo.rollout_correction=mask", msg="algo.rollout_correction = 'mask': needs "
       "algo.old_logprobs = recompute"),
     U("algo.rollout_correction_cap=3", msg="algo.rollout_correction_cap = 3.0: only used when "
-      "algo.rollout_correction is mask or tis (it is none)"),
+      "algo.rollout_correction is mask or seq_mask or seq_tis or tis (it is none)"),
     U(*TIS, "algo.rollout_correction_floor=0.2", msg="algo.rollout_correction_floor = 0.2: only used "
       "when algo.rollout_correction is mask (it is tis); the floor is used by mask"),
-    # ---- rules: group filter
+    # sequence-level corrections need the trainer's recomputed pi_old, as the token-level ones
+    R("algo.rollout_correction=seq_tis", msg="algo.rollout_correction = 'seq_tis': needs "
+      "algo.old_logprobs = recompute"),
+    R("algo.rollout_correction=seq_mask", msg="algo.rollout_correction = 'seq_mask': needs "
+      "algo.old_logprobs = recompute"),
+    U("algo.old_logprobs=recompute", "algo.rollout_correction=seq_mask",
+      "algo.rollout_correction_floor=0.2", msg="algo.rollout_correction_floor = 0.2: only used when "
+      "algo.rollout_correction is mask (it is seq_mask)"),
+    U("algo.off_policy_mask_threshold=0.1", msg="algo.off_policy_mask_threshold = 0.1: only used when "
+      "algo.off_policy_mask is dsv32 (it is none)"),
+    # ---- rules: group filter (and the order of the batch std relative to it)
+    L("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
+    R("algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = 'sampled': no effect with "
+      "algo.group_filter = none (nothing is dropped)"),
+    R("algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = "
+      "'sampled': advantage 'group_norm' is a function of each group alone (no batch statistic)"),
+    R("algo.preset=reinforce_pp_baseline", "algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled",
+      msg="algo.adv_batch_scope = 'sampled': the dropped groups would need critic values / reference "
+      "log-probs"),
     U("algo.max_gen_rounds=4", msg="algo.max_gen_rounds = 4: refilling needs a filter "
       "(algo.group_filter = zero_variance); with none every round is kept"),
 ]

@@ -91,7 +91,7 @@ def test_ppo_clip_gradient_vanishes_when_clipped():
 
 def test_reinforce_is_minus_adv_logp():
     out = algos.SURROGATES["reinforce"](torch.zeros(1, 2), torch.tensor([[2.0, -1.0]]),
-                                        torch.tensor([[-0.5, -1.0]]), clip_low=0.2, clip_high=0.2)
+                                        torch.tensor([[-0.5, -1.0]]))
     assert out.loss.tolist() == [[1.0, -1.0]]
 
 
@@ -292,11 +292,11 @@ def test_ppo_dual_clip_by_hand(ratio, adv, expected, grad):
     assert bool(out.clipped.item()) is (grad == 0.0)
 
 
-def test_cispo_by_hand():
+def test_cispo_band_by_hand():
     lr = torch.tensor([[math.log(1.5), math.log(0.5), math.log(1.1)]], requires_grad=True)
     lp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
     adv = torch.tensor([[1.0, -1.0, 2.0]])
-    out = algos.SURROGATES["cispo"](lr, adv, lp, clip_low=0.2, clip_high=0.2)
+    out = algos.SURROGATES["cispo_band"](lr, adv, lp, clip_low=0.2, clip_high=0.2)
     # weights clip(rho, .8, 1.2) = 1.2, 0.8, 1.1; loss = -w A log pi
     assert out.loss[0].tolist() == pytest.approx([1.2, -1.6, 1.1])
     assert out.clipped[0].tolist() == [True, True, False]
@@ -310,20 +310,24 @@ def test_cispo_gives_every_token_a_gradient_where_ppo_clip_gives_none():
     lr = torch.randn(4, 6) * 0.8             # many ratios far outside a 0.2 band
     adv = torch.randn(4, 6).sign()
     grads = {}
-    for name in ("cispo", "ppo_clip"):
+    for name, knobs in (("cispo", {"weight_cap": 1.2}), ("cispo_band", {"clip_low": 0.2, "clip_high": 0.2}),
+                        ("ppo_clip", {"clip_low": 0.2, "clip_high": 0.2})):
         lp = torch.randn(4, 6).requires_grad_()
         x = (lr + lp - lp.detach())          # log ratio that depends on log pi, as in the loop
-        algos.SURROGATES[name](x, adv, lp, clip_low=0.2, clip_high=0.2).loss.sum().backward()
+        algos.SURROGATES[name](x, adv, lp, **knobs).loss.sum().backward()
         grads[name] = lp.grad
-    assert (grads["cispo"] != 0).all()
+    assert (grads["cispo"] != 0).all() and (grads["cispo_band"] != 0).all()
     assert (grads["ppo_clip"] == 0).any()
 
 
 def test_cispo_minimax_semantics_no_lower_bound():
     out = algos.SURROGATES["cispo"](torch.tensor([[math.log(0.1)]]), torch.tensor([[1.0]]),
-                                    torch.tensor([[-1.0]]), clip_low=1.0, clip_high=4.0)
-    assert out.loss.item() == pytest.approx(0.1)   # weight 0.1 kept: no floor at 1 - eps_low
+                                    torch.tensor([[-1.0]]), weight_cap=4.0)
+    assert out.loss.item() == pytest.approx(0.1)   # weight 0.1 kept: no lower bound at all
     assert not out.clipped.item()
+    band = algos.SURROGATES["cispo_band"](torch.tensor([[math.log(0.1)]]), torch.tensor([[1.0]]),
+                                          torch.tensor([[-1.0]]), clip_low=1.0, clip_high=4.0)
+    assert band.loss.item() == pytest.approx(0.1)  # the band with clip_low = 1: no floor either
 
 
 # ---- KL estimators -------------------------------------------------------------------------------

@@ -65,7 +65,17 @@ def test_a_key_without_effect_loads_at_its_default(case):
 VALID = [  # each combination sets keys away from their defaults, and loads with exactly those values
     ["algo.ratio=sequence", "algo.clip_low=0.0003", "algo.clip_high=0.0004"],  # seq_mean_token_mean
     ["algo.ratio=prefix_min", "algo.aggregation=token_mean"],
-    ["algo.surrogate=cispo", "algo.clip_low=1.0", "algo.clip_high=4.0", "algo.aggregation=token_mean"],
+    ["algo.surrogate=cispo", "algo.weight_cap=5.0", "algo.aggregation=token_mean"],
+    ["algo.surrogate=cispo_band", "algo.clip_low=1.0", "algo.clip_high=4.0", "algo.aggregation=token_mean"],
+    ["algo.surrogate=sapo", "algo.tau_pos=0.5", "algo.tau_neg=2.0", "algo.entropy_coef=0.01"],
+    ["algo.surrogate=gmpo", "algo.clip_low=0.4", "algo.clip_high=0.4", "algo.ratio=prefix_min"],
+    ["algo.surrogate=dppo_kl", "algo.div_low=0.05", "algo.div_high=0.05", "algo.weight_cap=20.0",
+     "algo.aggregation=seq_sum_constant"],
+    ["algo.ratio=sequence", "algo.aggregation=seq_sum_mean", "algo.clip_high=0.0004"],  # LUSPO
+    ["algo.old_logprobs=recompute", "algo.rollout_correction=seq_tis", "algo.rollout_correction_cap=3.0"],
+    ["algo.preset=scalerl", "algo.adv_batch_scope=sampled", "algo.advantage=group_mean_batch_std_seq"],
+    ["algo.off_policy_mask=dsv32", "algo.off_policy_mask_threshold=0.1",
+     "algo.advantage=group_mean_batch_std_seq"],
     ["algo.dual_clip=3.0", "algo.advantage=group_mean_batch_std", "algo.aggregation=prompt_mean"],
     ["algo.surrogate=reinforce", "algo.minibatches=1"],
     ["algo.kl=k1", "algo.kl_coef=0.05", "algo.kl_mode=reward", "algo.advantage=batch_norm"],
@@ -138,7 +148,7 @@ def test_every_key_is_read_by_some_rule_or_always_acts():
     fields = {s: {f.name for f in dataclasses.fields(t)} for s, t in
               (("algo", rules.AlgoCfg), ("model", rules.ModelCfg), ("warmup", rules.WarmupCfg))}
     for keys, sec in ((rules.LORA_KEYS, "model"), (rules.TINY_MODEL_KEYS, "model"),
-                      (rules.CRITIC_KEYS, "algo"), (rules.CLIP_KEYS, "algo"),
+                      (rules.CRITIC_KEYS, "algo"), (rules.SURROGATE_KEYS, "algo"),
                       (rules.WARMUP_LOOP_KEYS, "warmup")):
         assert set(keys) <= fields[sec], (sec, keys)
 

@@ -11,15 +11,16 @@ Every function of an axis shares one signature (each module's docstring has it a
 
 - advantage   (rewards (B,), mask, *, group_size, eps, token_rewards, values, gamma, lam) -> (B, T)
 - ratio       (logp (B,T), logp_old (B,T), mask) -> log importance ratio (B, T)
-- surrogate   (log_ratio, adv, logp, *, clip_low, clip_high, dual_clip) -> SurrogateOut
+- surrogate   (log_ratio, adv, logp, *, mask, <the algo keys in its `keys` property>) -> SurrogateOut
 - aggregation (mask, *, group_size, max_new_tokens) -> token weights (B, T); loss = sum(w * loss_t)
 - kl          (logp, logp_ref) -> per-token estimate of KL(pi || pi_ref) (B, T)
 - kl_mode     (kl (B, T), mask, coef) -> token rewards (B, T) or None
 - old_logprobs (sampler_logprobs, recompute) -> pi_old (B, T)
 - rollout_correction (logp_train, logp_sampler, mask, *, cap, floor) -> token-loss weights or None
 - group_filter (scores (B,), group_size) -> (P,) bool, the groups kept
+- off_policy_mask (logp, logp_sampler, adv, mask, *, threshold) -> (B, 1) keep weights or None
 
-An axis that can be off (kl, rollout_correction, group_filter) has a registered `none` entry with
+An axis that can be off (kl, rollout_correction, group_filter, off_policy_mask) has a registered `none` entry with
 properties saying what it needs (e.g. `needs_reference=False`), not a string sentinel.
 """
 
@@ -31,18 +32,20 @@ from .advantages import (ADVANTAGES, compute_gae, compute_value_targets, length_
 from .aggregations import AGGREGATIONS, positive_nll_weights
 from .filters import GROUP_FILTERS, informative_groups
 from .kl import KL_ESTIMATORS, KL_MODES
-from .off_policy import OLD_LOGPROBS, ROLLOUT_CORRECTIONS, mismatch_log_ratio
+from .off_policy import OFF_POLICY_MASKS, OLD_LOGPROBS, ROLLOUT_CORRECTIONS, mismatch_log_ratio
 from .ratios import RATIOS
-from .surrogates import SURROGATES, SurrogateOut
+from .surrogates import SURROGATES, SurrogateOut, surrogate_knobs
 
 # config field (algo.<axis>) -> its registry
 REGISTRIES: dict[str, Registry] = {
     "advantage": ADVANTAGES, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
     "kl": KL_ESTIMATORS, "kl_mode": KL_MODES, "old_logprobs": OLD_LOGPROBS,
     "rollout_correction": ROLLOUT_CORRECTIONS, "group_filter": GROUP_FILTERS,
+    "off_policy_mask": OFF_POLICY_MASKS,
 }
 
-__all__ = ["ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OLD_LOGPROBS",
+__all__ = ["ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
+           "OLD_LOGPROBS", "surrogate_knobs",
            "RATIOS", "REGISTRIES", "ROLLOUT_CORRECTIONS", "SURROGATES", "SurrogateOut", "compute_gae",
            "compute_value_targets", "informative_groups", "length_adaptive_lambda",
            "mismatch_log_ratio", "outcome_token_rewards", "overlong_penalty", "positive_nll_weights"]

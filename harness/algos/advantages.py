@@ -116,6 +116,29 @@ def compute_group_mean_batch_std_advantage(rewards, mask, *, group_size: int, ep
     return _masked_whiten(_returns_to_go(centred, mask, token_rewards), mask, eps)
 
 
+@ADVANTAGES.register("group_mean_batch_std_seq", needs_group=True, uses_eps=True)
+def compute_group_mean_batch_std_seq_advantage(rewards, mask, *, group_size: int, eps: float,
+                                               token_rewards=None, values=None, gamma: float = 1.0,
+                                               lam=1.0):
+    """ScaleRL's batch-level normalisation with the RESPONSE as the unit of the std:
+    A_i = (r_i - mean_g r) / (std_i (r_j - mean_g(j) r) + eps), the unbiased std over the B
+    responses of the batch (not over their tokens), broadcast to the response's tokens.
+
+    Khatri et al. 2025, ScaleRL (arXiv 2510.13786): "the advantage is normalised by the standard
+    deviation of the batch"; the text does not say over responses or over tokens.
+    `group_mean_batch_std` takes the tokens (as OpenRLHF/verl `masked_whiten`), this one the
+    responses, as TRL `scale_rewards=batch` does (whose std is of the batch's rewards; which
+    quantity's std ScaleRL takes is not stated either; here: of the group-centred rewards, not
+    re-centred). The two units differ when lengths differ: a token-std counts a long response
+    once per token. Per-token rewards (a KL in the
+    reward) are summed into the response's reward first, as the response-level estimators do.
+    """
+    r = _seq_reward(rewards, mask, token_rewards).view(-1, group_size)
+    centred = (r - r.mean(-1, keepdim=True)).reshape(-1)
+    std = centred.std() if len(centred) > 1 else torch.zeros(())
+    return _broadcast(centred / (std + eps), mask)
+
+
 def compute_gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *,
                 gamma: float, lam) -> torch.Tensor:
     """Generalised advantage estimation over one response (Schulman et al. 2016, arXiv 1506.02438):

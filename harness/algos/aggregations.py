@@ -2,8 +2,10 @@
 (mini)batch is sum(weights * token_loss).
 
 Aggregations return *weights*, not a scalar: every normaliser is computed once over the whole
-minibatch, so splitting it into micro-batches cannot change the gradient. Property:
-weights_by_length (a response's total weight grows with its length).
+minibatch, so splitting it into micro-batches cannot change the gradient. Properties:
+weights_by_length (a response's total weight grows with its length), length_weight_intended (it
+weights a response-constant term by the response's length on purpose: LUSPO; the config rule that
+refuses a length-weighting aggregation under a response-constant ratio lets it pass).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..registry import Registry
 
 torch = lazy_module("torch")  # imported on the first tensor call (harness/lazy.py)
 
-AGGREGATIONS = Registry("algo.aggregation", weights_by_length=False)
+AGGREGATIONS = Registry("algo.aggregation", weights_by_length=False, length_weight_intended=False)
 
 
 def _n_seqs(mask: torch.Tensor) -> torch.Tensor:
@@ -54,6 +56,16 @@ def aggregate_prompt_mean(mask, *, group_size: int, max_new_tokens: int):
     n_prompts = (per_group > 0).sum().clamp(min=1)
     denom = per_group.clamp(min=1).repeat_interleave(group_size).unsqueeze(-1)  # (B, 1)
     return mask / (denom * n_prompts)
+
+
+@AGGREGATIONS.register("seq_sum_mean", weights_by_length=True, length_weight_intended=True)
+def aggregate_seq_sum_mean(mask, *, group_size: int, max_new_tokens: int):
+    """LUSPO: each response's loss summed over its tokens, then the mean over responses:
+    w_{i,t} = 1 / N_seq. Under the sequence ratio (GSPO, one value per response) this is GSPO's
+    loss scaled by the response's length |o_i|, which removes GSPO's bias toward short responses.
+    Liu et al. 2026, Length-Unbiased Sequence Policy Optimization (arXiv 2602.05261); TRL
+    `loss_type=luspo`: mean_i(|o_i| * l_i), the same weights."""
+    return mask / _n_seqs(mask)
 
 
 def positive_nll_weights(mask: torch.Tensor, correct: torch.Tensor) -> torch.Tensor:

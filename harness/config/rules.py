@@ -30,7 +30,9 @@ from .schema import (NAME_RE, AlgoCfg, Config, ConfigError, ModelCfg, RolloutCfg
 LORA_KEYS = ("lora_alpha", "lora_dropout", "lora_target_modules")
 TINY_MODEL_KEYS = ("arch", "max_positions")  # shape a model built from a config, not a checkpoint
 CRITIC_KEYS = ("gamma", "lam_policy", "lam_critic", "lam_alpha", "critic_lr", "value_pretrain_steps")
-CLIP_KEYS = ("clip_low", "clip_high")
+# every algo.* knob some surrogate reads (its `keys` property), in the schema's order
+SURROGATE_KEYS = tuple(f.name for f in dataclasses.fields(AlgoCfg)
+                       if any(f.name in algos.SURROGATES.meta(n).keys for n in algos.SURROGATES))
 # the warm-up's knobs that act only while it trains (target_pass_rate and seed: see check_warmup)
 WARMUP_LOOP_KEYS = ("min_steps", "lr", "batch_size", "check_every", "check_items")
 
@@ -197,21 +199,27 @@ def check_objective(cfg: Config) -> None:
     a = cfg.algo
     adv = algos.ADVANTAGES.meta(a.advantage)
     sur = algos.SURROGATES.meta(a.surrogate)
-    if algos.RATIOS.meta(a.ratio).constant_per_response and \
-            algos.AGGREGATIONS.meta(a.aggregation).weights_by_length:
-        raise ConfigError(f"algo.aggregation = {a.aggregation!r}: with algo.ratio = {a.ratio!r} every "
+    agg = algos.AGGREGATIONS.meta(a.aggregation)
+    ratio_const = algos.RATIOS.meta(a.ratio).constant_per_response
+    if (ratio_const or sur.constant_per_response) and agg.weights_by_length \
+            and not agg.length_weight_intended:
+        what = f"algo.ratio = {a.ratio!r}" if ratio_const else f"algo.surrogate = {a.surrogate!r}"
+        raise ConfigError(f"algo.aggregation = {a.aggregation!r}: with {what} every "
                           f"token of a response carries the same response-level term, so this "
-                          f"aggregation weights each response by its length; use seq_mean_token_mean")
+                          f"aggregation weights each response by its length; use seq_mean_token_mean "
+                          f"(or {_names(algos.AGGREGATIONS, length_weight_intended=True)}, LUSPO's "
+                          f"deliberate length weight)")
+    if sur.token_ratio_only and ratio_const:
+        raise ConfigError(f"algo.ratio = {a.ratio!r}: surrogate {a.surrogate!r} needs the per-token "
+                          f"log-ratio (it clips each token before averaging); use a per-token ratio")
     if not adv.uses_eps:
         _unused("algo", a, AlgoCfg, ("adv_eps",), f"advantage {a.advantage!r} divides by no std "
                 f"(adv_eps acts with {', '.join(algos.ADVANTAGES.where(uses_eps=True))})")
-    if not sur.uses_clip:
-        _unused("algo", a, AlgoCfg, CLIP_KEYS, f"surrogate {a.surrogate!r} has no clip (clip_low and "
-                f"clip_high act with {', '.join(algos.SURROGATES.where(uses_clip=True))})")
-    if a.dual_clip and not sur.has_dual_clip:
-        raise ConfigError(f"algo.dual_clip = {a.dual_clip}: only surrogate "
-                          f"{', '.join(algos.SURROGATES.where(has_dual_clip=True))} has a dual clip "
-                          f"(algo.surrogate = {a.surrogate!r}); set 0")
+    for key in SURROGATE_KEYS:  # the knobs of other surrogates keep their defaults
+        if key not in sur.keys and getattr(a, key) != _default(AlgoCfg, key):
+            readers = [n for n in algos.SURROGATES.names() if key in algos.SURROGATES.meta(n).keys]
+            raise ConfigError(f"algo.{key} = {getattr(a, key)!r}: surrogate {a.surrogate!r} does not "
+                              f"read it (read by {', '.join(readers)})")
     if 0 < a.dual_clip <= 1:
         raise ConfigError(f"algo.dual_clip = {a.dual_clip}: must be > 1 (or 0 = off); the floor "
                           f"c*A binds only where the ratio exceeds c")
@@ -265,6 +273,10 @@ def check_off_policy(cfg: Config) -> None:
     if a.rollout_lag > 0 and not algos.SURROGATES.meta(a.surrogate).uses_ratio:
         raise ConfigError(f"algo.rollout_lag = {a.rollout_lag}: surrogate {a.surrogate!r} has no "
                           f"importance ratio to correct stale rollouts; use 0")
+    if not algos.OFF_POLICY_MASKS.meta(a.off_policy_mask).active:
+        _unused("algo", a, AlgoCfg, ("off_policy_mask_threshold",), f"only used when "
+                f"algo.off_policy_mask is {_names(algos.OFF_POLICY_MASKS, active=True)} (it is "
+                f"{a.off_policy_mask})")
     corr = algos.ROLLOUT_CORRECTIONS.meta(a.rollout_correction)
     if corr.active and not old.trainer_forward:
         raise ConfigError(f"algo.rollout_correction = {a.rollout_correction!r}: needs algo.old_logprobs "
@@ -284,6 +296,18 @@ def check_off_policy(cfg: Config) -> None:
 
 def check_filter(cfg: Config) -> None:
     a = cfg.algo
+    if a.adv_batch_scope != _default(AlgoCfg, "adv_batch_scope"):
+        adv = algos.ADVANTAGES.meta(a.advantage)
+        if not algos.GROUP_FILTERS.meta(a.group_filter).drops:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: no effect with "
+                              f"algo.group_filter = {a.group_filter} (nothing is dropped)")
+        if adv.group_local:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: advantage "
+                              f"{a.advantage!r} is a function of each group alone (no batch statistic)")
+        if adv.needs_critic or algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
+            raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: the dropped groups "
+                              f"would need critic values / reference log-probs; use kept with "
+                              f"advantage {a.advantage!r} or algo.kl = {a.kl}")
     if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = {_names(algos.GROUP_FILTERS, drops=True)}); with "

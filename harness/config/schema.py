@@ -166,10 +166,23 @@ class AlgoCfg:
     surrogate: str = F("ppo_clip", "policy surrogate / clipping", choices_from="surrogate")
     aggregation: str = F("seq_mean_token_mean", "how token losses are averaged",
                          choices_from="aggregation")
-    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low; 1 = no lower bound "
-                        "(CISPO, ScaleRL): a ratio is never below 0, so a larger value could never act",
-                        lo=0, hi=1)
-    clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (DAPO: 0.28)", lo=0)
+    clip_low: float = F(0.2, "eps_low: ratio clipped below at 1 - eps_low (ppo_clip, cispo_band; "
+                        "1 = no lower bound: a ratio is never below 0, so a larger value could "
+                        "never act); gmpo: log-ratio clipped below at -eps_low", lo=0, hi=1)
+    clip_high: float = F(0.2, "eps_high: ratio clipped above at 1 + eps_high (ppo_clip, cispo_band; "
+                         "DAPO: 0.28); gmpo: log-ratio clipped above at eps_high", lo=0)
+    weight_cap: float = F(4.0, "absolute cap C of a detached importance weight sg(min(rho, C)): "
+                          "cispo's eps_max as MiniMax-M1/ScaleRL/TRL write it (the weight never "
+                          "exceeds C; TRL 5, ScaleRL 4-8), dppo's truncation (verl clip_ratio_c 20)",
+                          lo=0, lo_open=True)
+    tau_pos: float = F(1.0, "sapo: gate temperature for A > 0 (verl 1.0)", lo=0, lo_open=True)
+    tau_neg: float = F(1.05, "sapo: gate temperature for A <= 0 (verl 1.05)", lo=0, lo_open=True)
+    div_low: float = F(0.15, "dppo: divergence threshold for A <= 0 (binary TV |p - p_old| or binary "
+                       "KL of the sampled token; verl recipe TV 0.15, KL 0.05)", lo=0, lo_open=True)
+    div_high: float = F(0.15, "dppo: divergence threshold for A > 0", lo=0, lo_open=True)
+    entropy_coef: float = F(0.0, "entropy bonus: loss -= entropy_coef * sum(w * H_t), H_t the "
+                            "policy's entropy at token t, w the aggregation's weights (verl "
+                            "entropy_coeff; TRL entropy_coef); 0 = off", lo=0)
     dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
                          "c*A (Ye et al. 2020); 0 = off", lo=0)
     adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)
@@ -198,6 +211,11 @@ class AlgoCfg:
                             "prompts_per_step fresh prompts until prompts_per_step groups pass "
                             "group_filter (surplus dropped; at the cap, train on what passed); "
                             "1 = no refill", lo=1)
+    adv_batch_scope: Literal["kept", "sampled"] = F(
+        "kept", "which responses a batch-level advantage's statistics (batch std / whitening) are "
+        "taken over when group_filter drops groups: kept = after the filter (only the kept groups), "
+        "sampled = before it (the dropped zero-variance groups count, with advantage 0); ScaleRL's "
+        "text fixes neither order")
     mask_truncated: bool = F(False, "overlong filtering (DAPO): responses cut off at "
                              "rollout.max_new_tokens are masked out of the loss (they still count "
                              "in group statistics)")
@@ -223,11 +241,20 @@ class AlgoCfg:
     rollout_correction: str = F(
         "none", "rollout/train mismatch correction of the token loss by the weight of "
         "pi_old(trainer) / pi_sampler: tis (truncated IS, cap) or mask (drop tokens outside "
-        "[floor, cap]); needs old_logprobs=recompute; none = off", choices_from="rollout_correction")
+        "[floor, cap]) per token; seq_tis, seq_mask with the response's ratio "
+        "exp(sum_t log ratio_t); needs old_logprobs=recompute; none = off", choices_from="rollout_correction")
     rollout_correction_cap: float = F(2.0, "tis: the truncation C of min(ratio, C); mask: the upper "
                                       "bound of the kept band (IcePop 5)", lo=1)
     rollout_correction_floor: float = F(0.5, "mask: the lower bound of the kept band (IcePop 0.5)",
                                         lo=0, hi=1, lo_open=True)
+    off_policy_mask: str = F(
+        "none", "sequence masking by the current policy's divergence from the sampler at loss "
+        "time: dsv32 = DeepSeek-V3.2's off-policy sequence masking (a response with A < 0 and "
+        "mean_t log(pi_sampler / pi) > off_policy_mask_threshold gets no gradient); none = off",
+        choices_from="off_policy_mask")
+    off_policy_mask_threshold: float = F(0.5, "dsv32: the threshold delta on the response's mean "
+                                         "log(pi_sampler / pi) (TRL off_policy_mask_threshold)",
+                                         lo=0, lo_open=True)
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 

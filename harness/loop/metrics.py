@@ -104,7 +104,7 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
     correct = scores_all > 0
     lens = ro_all.lengths.float()
     sums, mis = upd.sums, prep.mismatch
-    return {"kind": "train", "step": step,
+    row = {"kind": "train", "step": step,
             "rollout/reward_mean": rewards_all.mean().item(),
             "rollout/pass_rate": correct.float().mean().item(),
             "rollout/response_len": lens.mean().item(),
@@ -128,6 +128,13 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
             "perf/weight_sync_s": sync_s,
             "policy/grad_norm": mean(upd.grad_norm), "optim/lr": optimizer_lr,
             "perf/step_s": dt, "perf/tokens_per_s": ro_all.n_tokens / max(dt, 1e-9)}
+    # columns of choices that are off by default appear only when they act (so a run that does
+    # not use them writes the rows it always wrote)
+    if "opm_seqs" in sums:  # off-policy sequence mask: the fraction of responses dropped
+        row["policy/off_policy_masked_frac"] = sums["opm_masked"] / max(sums["opm_seqs"], 1.0)
+    if "entropy_bonus" in sums:  # the bonus term sum(w * H), mean over the step's updates
+        row["loss/entropy_bonus"] = sums["entropy_bonus"] / max(len(upd.loss), 1)
+    return row
 
 
 class TensorBoard:

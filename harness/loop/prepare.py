@@ -29,7 +29,10 @@ class Prepared:
     mismatch: dict = field(default_factory=dict)   # mean / max / weight (metrics.mismatch_stats)
 
 
-def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, step: int) -> Prepared:
+def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, step: int,
+            dropped: tuple | None = None) -> Prepared:
+    """`dropped`: (response_mask, rewards) of the rows the group filter dropped, when the advantage's
+    batch statistics are taken before the filter (algo.adv_batch_scope = sampled)."""
     a, r = p.cfg.algo, p.cfg.rollout
     mask = ro.response_mask.float()                                      # (B, T)
     loss_mask = loss_mask_of(ro, a.mask_truncated)
@@ -66,13 +69,20 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
         values, value_targets = critic_targets(p, ro, rewards, mask, token_rewards)
         if a.lam_alpha > 0:  # VAPO length-adaptive lambda_policy, one per response
             lam = algos.length_adaptive_lambda(ro.lengths, a.lam_alpha)
-    adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
-                                        token_rewards=token_rewards, values=values,
-                                        gamma=a.gamma, lam=lam)
+    if dropped is not None and len(dropped[1]):  # statistics over kept + dropped rows (no KL, critic)
+        all_mask = torch.cat([mask, dropped[0].float()])
+        adv = algos.ADVANTAGES[a.advantage](torch.cat([rewards, dropped[1]]), all_mask,
+                                            group_size=r.group_size, eps=a.adv_eps)[:len(rewards)]
+    else:
+        adv = algos.ADVANTAGES[a.advantage](rewards, mask, group_size=r.group_size, eps=a.adv_eps,
+                                            token_rewards=token_rewards, values=values,
+                                            gamma=a.gamma, lam=lam)
     check_finite("advantage", adv, step)
     if p.critic is not None:
         out.explained_var = explained_variance(values, value_targets, loss_mask)
     out.batch = StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                           loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
-                          logp_ref=logp_ref, value_targets=value_targets, correction=correction)
+                          logp_ref=logp_ref, value_targets=value_targets, correction=correction,
+                          logp_sampler=ro.logprobs if algos.OFF_POLICY_MASKS.meta(
+                              a.off_policy_mask).active else None)
     return out

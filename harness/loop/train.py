@@ -232,7 +232,7 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
     n_groups = len(sampled.kept) // cfg.rollout.group_size  # a filtered step may keep no group
     prep, upd = Prepared(batch=None), UpdateStats()
     if n_groups:
-        prep = prepare(p, ro, rewards, scores, step)
+        prep = prepare(p, ro, rewards, scores, step, dropped=_dropped(sampled, cfg.algo))
         upd = update(p, prep.batch, n_groups, step, lag, prep.mismatch)
     t_sync = time.time()
     if n_groups:
@@ -249,6 +249,16 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
         row["value/pretrain_loss_first"] = pretrain_losses[0]
         row["value/pretrain_loss_last"] = pretrain_losses[-1]
     return row
+
+
+def _dropped(sampled, a):
+    """(response_mask, rewards) of the rows the group filter dropped, when a batch-level advantage's
+    statistics are taken before the filter (algo.adv_batch_scope = sampled); else None."""
+    if a.adv_batch_scope != "sampled":
+        return None
+    out = torch.ones(len(sampled.rewards), dtype=torch.bool)
+    out[sampled.kept] = False
+    return sampled.rollout.response_mask[out], sampled.rewards[out]
 
 
 def _compute_cols(p: Parts, f: RunFiles) -> dict:

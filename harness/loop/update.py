@@ -83,10 +83,12 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
                     temperature: float) -> dict:
     """Accumulate d(loss)/d(params) of one minibatch into `.grad` (the caller zeroes and steps).
 
-    loss = sum(w * (c_t * surrogate_t + kl_coef * kl_t [KL as a loss]))
+    loss = sum(w * (c_t * M_i * surrogate_t + kl_coef * kl_t [KL as a loss]))
+           - entropy_coef * sum(w * H_t)              [entropy bonus]
            + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
 
-    c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off).
+    c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off), M_i the
+    loss-time off-policy sequence mask (algo.off_policy_mask; 1 when off).
     Under data parallel (harness.distributed) the weights are those of the minibatch of all ranks,
     so summing the ranks' gradients gives the single-process gradient of the combined minibatch.
     Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means);
@@ -101,6 +103,10 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         if a.pos_nll_coef > 0 else None
     kl_fn = algos.KL_ESTIMATORS[a.kl] if algos.KL_ESTIMATORS.meta(a.kl).needs_reference else None
     kl_coef_loss = a.kl_coef if algos.KL_MODES.meta(a.kl_mode).in_loss else 0.0
+    knobs = algos.surrogate_knobs(a.surrogate, a)
+    ratio_weight = algos.RATIOS.meta(a.ratio).loss_weight
+    opm_fn = algos.OFF_POLICY_MASKS[a.off_policy_mask] \
+        if algos.OFF_POLICY_MASKS.meta(a.off_policy_mask).active else None
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
           "max_abs_log_ratio": 0.0, "approx_kl": 0.0, "kl_ref": 0.0, "pos_nll": 0.0}
     skip = inert_rows(b, w, w_pos, a)
@@ -115,15 +121,26 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         logp, ent = sequence_logprobs(model, micro.prompt_ids, micro.prompt_mask, micro.response_ids,
                                       micro.response_mask, temperature, with_entropy=True)
         log_ratio = algos.RATIOS[a.ratio](logp, micro.logp_old, m)
-        out = algos.SURROGATES[a.surrogate](log_ratio, micro.adv, logp, clip_low=a.clip_low,
-                                            clip_high=a.clip_high, dual_clip=a.dual_clip)
+        out = algos.SURROGATES[a.surrogate](log_ratio, micro.adv, logp, mask=m, **knobs)
         token_loss = out.loss if micro.correction is None else out.loss * micro.correction
+        if ratio_weight is not None:  # a ratio whose weight acts outside the clip (MinPRO reading)
+            token_loss = token_loss * ratio_weight(logp, micro.logp_old, m)
+        if opm_fn is not None:  # loss-time sequence mask (DeepSeek-V3.2), from the current policy
+            keep = opm_fn(logp, micro.logp_sampler, micro.adv, m, threshold=a.off_policy_mask_threshold)
+            token_loss = token_loss * keep
+            has = (m.sum(-1) > 0).float()
+            st["opm_masked"] = st.get("opm_masked", 0.0) + ((1 - keep.squeeze(-1)) * has).sum().item()
+            st["opm_seqs"] = st.get("opm_seqs", 0.0) + has.sum().item()
         if kl_fn is not None:
             kl = kl_fn(logp, micro.logp_ref)
             if kl_coef_loss > 0:  # in the reward, the estimate is only logged here
                 token_loss = token_loss + kl_coef_loss * kl
             st["kl_ref"] += (kl.detach() * m).sum().item()
         loss = (token_loss * w[j]).sum()
+        if a.entropy_coef > 0:  # entropy bonus, aggregated like the policy loss (verl)
+            ent_term = (ent * m * w[j]).sum()
+            loss = loss - a.entropy_coef * ent_term
+            st["entropy_bonus"] = st.get("entropy_bonus", 0.0) + ent_term.item()
         if w_pos is not None:
             nll = (-logp * w_pos[j]).sum()
             loss = loss + a.pos_nll_coef * nll
@@ -149,14 +166,15 @@ def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: 
     """(B,) bool: rows that add exactly zero to the loss and its gradient whatever the policy, so
     `policy_backward` need not forward them. A row is inert when no KL term is configured, its
     positive-NLL weights are zero, and either its aggregation weights are all zero or its advantage
-    is zero on every token while the surrogate vanishes identically at A = 0 (checked on the
-    registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so skipping a row
-    changes no other row's loss."""
+    is zero on every token, no entropy bonus acts, and the surrogate vanishes identically at A = 0
+    (checked on the registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so
+    skipping a row changes no other row's loss."""
     none = torch.zeros(len(b), dtype=torch.bool)
     if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
         return none
     inert = (w == 0).all(-1)
-    if _vanishes_at_zero_advantage(a.surrogate, a.clip_low, a.clip_high, a.dual_clip):
+    knobs = tuple(sorted(algos.surrogate_knobs(a.surrogate, a).items()))
+    if a.entropy_coef == 0 and _vanishes_at_zero_advantage(a.surrogate, knobs):
         inert |= (b.adv == 0).all(-1)
     if w_pos is not None:
         inert &= (w_pos == 0).all(-1)
@@ -164,13 +182,13 @@ def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: 
 
 
 @functools.lru_cache(maxsize=None)
-def _vanishes_at_zero_advantage(surrogate: str, clip_low: float, clip_high: float, dual_clip: float) -> bool:
+def _vanishes_at_zero_advantage(surrogate: str, knobs: tuple) -> bool:
     """Whether the surrogate's token loss and its gradient are exactly 0 where A = 0, probed on
-    ratios inside and outside the clip range (true of ppo_clip, cispo and reinforce: each is a
-    multiple of A)."""
+    ratios inside and outside the clip range (true of every registered surrogate: each is a
+    multiple of A). `knobs`: the surrogate's (key, value) pairs, sorted."""
     logp = torch.tensor([[-0.1, -0.7, -1.5, -3.0, -6.0]], requires_grad=True)
     log_ratio = torch.tensor([[0.0, 0.05, -0.5, 0.5, 2.0]]) + logp - logp.detach()
-    out = algos.SURROGATES[surrogate](log_ratio, torch.zeros_like(logp), logp, clip_low=clip_low,
-                                      clip_high=clip_high, dual_clip=dual_clip)
+    out = algos.SURROGATES[surrogate](log_ratio, torch.zeros_like(logp), logp,
+                                      mask=torch.ones_like(logp), **dict(knobs))
     (grad,) = torch.autograd.grad(out.loss.sum(), logp, allow_unused=True)
     return bool((out.loss == 0).all()) and (grad is None or bool((grad == 0).all()))
