@@ -42,7 +42,9 @@ fi
   f'transformers {transformers.__version__}, torch {torch.__version__}')" 2>/dev/null
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}   # GiB of KV cache: not 30% of the RAM
 export RLABLATE_REQUIRE_VLLM=1   # inside this venv a missing vLLM is an error, not a skip
+export RLABLATE_TEST_CACHE=${RLABLATE_TEST_CACHE:-$VENV/cache}   # warm starts kept between runs
 # 1. the vLLM engine (real vLLM, one engine per module); 2. the second transformers version
-"$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m vllm tests/test_engines_vllm.py || exit 1
+"$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m vllm tests/test_engines_vllm.py \
+  tests/test_engines_vllm_run.py || exit 1
 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m "not slow and not slurm and not faults" \
   tests/test_engines_hf.py tests/test_tasks_and_models.py tests/test_loop_train.py

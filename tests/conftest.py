@@ -23,6 +23,12 @@ TINY = ["model.scale=tiny-0.3m", "warmup.max_steps=0", "warmup.target_pass_rate=
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
+    """The session's warm-start cache; RLABLATE_TEST_CACHE names a directory kept across sessions
+    instead (make test-vllm keeps its warm starts in .venv-vllm/cache)."""
+    keep = os.environ.get("RLABLATE_TEST_CACHE")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        return Path(keep).resolve()
     return tmp_path_factory.mktemp("cache")
 
 

@@ -84,6 +84,9 @@ class VLLMEngine:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
         if not from_path(cfg.model.scale):
             kwargs["max_model_len"] = cfg.model.max_positions
+        # vLLM's CPU worker sets torch's threads to 1 in this process unless OMP_NUM_THREADS is set,
+        # and ignores torch.set_num_threads afterwards: keep the trainer's run.threads
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         self.llm = vllm.LLM(**kwargs)
 
     @torch.no_grad()
