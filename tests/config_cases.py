@@ -113,10 +113,8 @@ CASES = [
     R("model.lora_rank=4", "model.lora_target_modules=[]", msg="model.lora_target_modules = []: "
       "expected a non-empty list of module names, e.g. [q_proj, v_proj]"),
     # ---- rules: engine
-    R("rollout.engine=vllm", msg="rollout.engine = 'vllm': the vllm engine needs a CUDA device; set "
-      "run.device = cuda (or auto)"),
-    R(*VLLM, "algo.fp32_lm_head=true", msg="algo.fp32_lm_head = true: the vllm engine computes its LM "
-      "head in the model's dtype, so the switch would reach the trainer only; use rollout.engine = hf"),
+    # (vLLM on the CPU and vLLM with algo.fp32_lm_head are valid since vLLM's CPU build and its
+    # head_dtype override: tests/test_config_rules.py loads both)
     R(*VLLM, "algo.rollout_lag=2", msg="algo.rollout_lag = 2: the simulated lag keeps a second HF "
       "model as sampler; use rollout.engine = hf"),
     U("rollout.gpu_memory_utilization=0.5", msg="rollout.gpu_memory_utilization = 0.5: only used "

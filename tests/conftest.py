@@ -23,6 +23,12 @@ TINY = ["model.scale=tiny-0.3m", "warmup.max_steps=0", "warmup.target_pass_rate=
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
+    """The session's warm-start cache; RLABLATE_TEST_CACHE names a directory kept across sessions
+    instead (make test-vllm keeps its warm starts in .venv-vllm/cache)."""
+    keep = os.environ.get("RLABLATE_TEST_CACHE")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        return Path(keep).resolve()
     return tmp_path_factory.mktemp("cache")
 
 
@@ -32,11 +38,18 @@ def tiny_overrides(tmp_path, cache_dir) -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`@pytest.mark.gpu` tests need CUDA: without it they are skipped, and say why."""
+    """`@pytest.mark.gpu` tests need CUDA, `@pytest.mark.vllm` tests need vLLM (`make test-vllm`
+    builds a venv with its CPU build): without them they are skipped, and say why (in that venv,
+    RLABLATE_REQUIRE_VLLM=1 turns a missing vLLM into a failure instead)."""
+    import importlib.util
+
     import torch
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = "needs a CUDA device (torch.cuda.is_available() is False)"
+    if importlib.util.find_spec("vllm") is None and os.environ.get("RLABLATE_REQUIRE_VLLM") != "1":
+        skips["vllm"] = "needs vLLM: make test-vllm runs these in .venv-vllm (vLLM's CPU build)"
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for mark, reason in skips.items():
+            if mark in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))

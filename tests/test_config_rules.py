@@ -87,6 +87,8 @@ VALID = [  # each combination sets keys away from their defaults, and loads with
     ["algo.group_filter=zero_variance", "algo.max_gen_rounds=4"],
     ["algo.rollout_lag=2", "algo.fp32_lm_head=true"],
     [*VLLM, "rollout.gpu_memory_utilization=0.4", "model.lora_rank=8", "model.lora_alpha=32.0"],
+    # vLLM's CPU build on the CPU, with its fp32 LM head (hf_overrides head_dtype) under bf16
+    ["rollout.engine=vllm", "algo.fp32_lm_head=true", "model.dtype=bf16"],
     [*MATH, "eval.in_dist.n_items=12"],
     [*PRETRAINED, "task.prompt_style=compact", "model.dtype=bf16", "model.param_dtype=bf16"],
     [*PRETRAINED, "model.lora_rank=4", "model.lora_target_modules=[q_proj, v_proj]", "warmup.max_steps=0"],

