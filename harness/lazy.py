@@ -7,15 +7,24 @@
 The design-choice modules (`harness/algos/`) use it: the config rules read their registries'
 properties at load time, and only the loop calls their tensor functions. `isinstance(x,
 torch.Tensor)` and every other attribute work as on the real module. (The standard library's
-`importlib.util.LazyLoader` replaces the module in sys.modules before it has run, which torch's
-own import-time registrations do not survive; this proxy never stands in sys.modules.)
+lazy loader replaces the module in sys.modules before it has run, which torch's own import-time
+registrations do not survive; this proxy never stands in sys.modules.) Only the modules of
+`IMPORTERS` can be made lazy, each by a plain import statement: nothing is imported by a string
+(tests/test_security.py).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
+
+
+def _import_torch():
+    import torch
+    return torch
+
+
+IMPORTERS = {"torch": _import_torch}
 
 
 class LazyModule(types.ModuleType):
@@ -26,7 +35,7 @@ class LazyModule(types.ModuleType):
         self.__dict__["_lazy_name"] = name
 
     def __getattr__(self, attr: str):  # called only for attributes not cached yet
-        value = getattr(importlib.import_module(self.__dict__["_lazy_name"]), attr)
+        value = getattr(IMPORTERS[self.__dict__["_lazy_name"]](), attr)
         self.__dict__[attr] = value
         return value
 
@@ -36,5 +45,8 @@ class LazyModule(types.ModuleType):
 
 
 def lazy_module(name: str):
-    """The module itself when it is already imported, else a LazyModule standing for it."""
+    """The module itself when it is already imported, else a LazyModule standing for it (`name`
+    must be a key of IMPORTERS)."""
+    if name not in IMPORTERS:
+        raise KeyError(f"lazy_module({name!r}): only {', '.join(IMPORTERS)} (add an importer)")
     return sys.modules.get(name) or LazyModule(name)

@@ -257,7 +257,9 @@ def test_vllm_engine_missing_gives_one_line_naming_the_gpu_extra(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--quiet", "model.scale=tiny-0.3m",
                         "rollout.engine=vllm", "run.device=auto", f"run.results_dir={tmp_path / 'r'}",
                         f"run.cache_dir={tmp_path / 'c'}"], capture_output=True, text=True)
-    assert p.returncode == 1 and p.stderr.strip() == f"rlablate: {msg}"
+    lines = p.stderr.strip().splitlines()  # the error, then train's wall-time line (issue 20)
+    assert p.returncode == 1 and lines[0] == f"rlablate: {msg}", p.stderr
+    assert len(lines) == 2 and lines[1].startswith("rlablate train: ") and lines[1].endswith(" s wall")
     assert not (tmp_path / "c" / "warmstart").exists()
 
 
