@@ -77,3 +77,32 @@ def test_a_directory_without_sweep_json_is_refused_in_one_line(tmp_path):
     (sdir / "old-run").mkdir()
     (sdir / "old-run" / "config.yaml").write_text("{}\n")  # a run of an earlier spec: still shown
     assert runs_of_dir(sdir)[-1] == "old-run"
+
+
+def test_sweep_bar_eta_counts_start_up_and_eval_time(monkeypatch):
+    """The sweep bar's rate is the average since the launch (tqdm smoothing=0): 10 steps done in
+    100 s of which 90 s were start-up and evals must predict 90 more steps at 10 s each, not at the
+    fast rate of the steps alone."""
+    import types
+
+    import tqdm.std as tqdm_std
+
+    from harness.sweep.progress import SweepProgress
+    clock = {"t": 1000.0}
+    monkeypatch.setattr(tqdm_std, "time", lambda: clock["t"])
+    runs = [types.SimpleNamespace(run_id=f"r{i}", cfg=types.SimpleNamespace(
+        train=types.SimpleNamespace(steps=50))) for i in range(2)]
+    p = SweepProgress(runs, {}, enabled=True)
+    p.bar.disable = False
+    clock["t"] += 90.0  # start-up, warm start, the step-0 evals: no steps yet
+    p.bar.update(0)
+    for _ in range(10):  # then 10 fast steps, 1 s each
+        clock["t"] += 1.0
+        p.bar.update(1)
+    d = p.bar.format_dict
+    rate = d["n"] / d["elapsed"]
+    assert d["n"] == 10 and d["elapsed"] == 100.0
+    assert (d["total"] - d["n"]) / rate == 900.0  # 90 steps at the average 10 s per step
+    shown = p.bar.format_meter(**d)
+    assert "<15:00" in shown, shown  # tqdm's own ETA (a moving average of steps says ~01:30)
+    p.close()

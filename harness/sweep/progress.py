@@ -20,9 +20,12 @@ class SweepProgress:
         self.total = {r.run_id: r.cfg.train.steps for r in runs}
         self.start = {r.run_id: (states[r.run_id].step or 0) if r.run_id in states else 0
                       for r in runs}
+        # smoothing=0: the rate (hence the ETA) is the average since the launch, so the runs'
+        # start-ups, warm starts and evals count in it; tqdm's default moving average of recent
+        # steps forgets them and promises too early an end
         self.bar = tqdm(total=sum(self.total.values()), unit="step", dynamic_ncols=True,
                         desc=f"{len(runs)} runs", disable=not enabled,
-                        initial=sum(self.start.values()))
+                        initial=sum(self.start.values()), smoothing=0)
 
     def _step(self, rid: str) -> int:
         step = last_step(self.runs[rid].cfg.run_dir() / "metrics.jsonl")
