@@ -47,4 +47,4 @@ export RLABLATE_TEST_CACHE=${RLABLATE_TEST_CACHE:-$VENV/cache}   # warm starts k
 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m vllm tests/test_engines_vllm.py \
   tests/test_engines_vllm_run.py || exit 1
 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m "not slow and not slurm and not faults" \
-  -k "not sigkill" tests/test_engines_hf.py tests/test_tasks_and_models.py tests/test_loop_train.py
+  tests/test_engines_hf.py tests/test_tasks_and_models.py tests/test_loop_train.py
