@@ -155,15 +155,16 @@ def budget_options(ref: Group, seeds=(2, 3, 4, 6, 8), step_factors=(1.0, 1.5, 2.
                    item_factors=(1, 2)) -> list[tuple[Group, float]]:
     """Candidate budgets around ``ref`` with their cost in units of ``ref``'s cost (train steps x
     seeds, plus eval items x samples x evals; the eval share of the cost is ~1/3 in the demo)."""
+    def cost(g: Group) -> float:  # train steps, plus evals (half a step's cost per 256 items / 10 steps)
+        return g.seeds * g.steps * (1 + 0.5 * g.n_items / 256 * 10 / g.every)
+
     out = []
-    base_cost = ref.seeds * ref.steps * (1 + 0.5 * ref.n_items / 256 * 10 / ref.every)
     for s in seeds:
         for fs in step_factors:
             for fi in item_factors:
                 steps = int(round(ref.steps * fs / ref.every)) * ref.every
                 g = replace(ref, seeds=s, steps=steps, n_items=int(ref.n_items * fi))
-                cost = s * steps * (1 + 0.5 * g.n_items / 256 * 10 / ref.every)
-                out.append((g, cost / base_cost))
+                out.append((g, cost(g) / cost(ref)))
     return out
 
 
@@ -285,13 +286,12 @@ def plan_tables(opt, fits, effects, primary, specs) -> tuple[pd.DataFrame, pd.Da
     except ValueError:
         return pd.DataFrame(), planned
     table = predict(groups, pilot, opt.plan, opt.seed, opt.margin, opt.reference)
-    table.attrs["notes"] = pilot.notes
     if len(effects) and len(table):
         ach = effects.assign(achieved_dA_width=effects["dA_hi"] - effects["dA_lo"])
         table = table.merge(ach[["scale", "variant", "achieved_dA_width", "verdict"]],
                             on=["scale", "variant"], how="left")
         table["ratio"] = table["achieved_dA_width"] / table["dA_width"]
-        table.attrs["notes"] = pilot.notes
+    table.attrs["notes"] = pilot.notes  # after the merge, which drops attrs
     return table, planned
 
 

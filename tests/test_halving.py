@@ -38,10 +38,11 @@ def test_halving_keeps_the_true_best_and_stops_the_clearly_worse(tmp_path):
                     or table.loc[arm, "A_hi"] >= table.loc["cispo", "A_lo"])
     # measured: vapo (A 0.45, a gain of 0.15) is not identified at step 150 (its profile
     # interval reaches 1), so the rule keeps it: unknown is not worse
-    saved = compute_saved([(150, table.reset_index())], {f"r{i}": 400 for i in range(15)}
-                          | {rid: 400 for ids in table["run_ids"] for rid in ids})
+    total = {rid: 400 for ids in table["run_ids"] for rid in ids}  # 5 arms x 3 seeds
+    saved = compute_saved([(150, table.reset_index())], total)
     n_stopped = int((table["decision"] == "stop").sum())
-    assert saved == pytest.approx(n_stopped * 3 * 250 / (15 * 400 + 15 * 400), rel=1e-9)
+    assert len(total) == 15
+    assert saved == pytest.approx(n_stopped * 3 * (400 - 150) / (15 * 400), rel=1e-9)
 
 
 def test_halving_stops_nothing_when_fits_are_not_identified(tmp_path):

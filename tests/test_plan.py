@@ -6,7 +6,6 @@ must narrow the dA interval by the amount the shared part contributes.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -146,7 +145,6 @@ def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_pa
 
 def test_write_plan_keeps_the_spec_loadable_and_replaces_its_block(tmp_path):
     spec = tmp_path / "demo.yaml"
-    shutil.copy(ROOT / "sweeps" / "demo-quick.yaml", spec)
     text = (ROOT / "sweeps" / "demo-quick.yaml").read_text()
     spec.write_text(text.replace("../configs/default.yaml", str(ROOT / "configs/default.yaml")))
     _pilot(tmp_path / "pilot")
