@@ -86,8 +86,28 @@ def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
         var_p = max(float(np.var(x, ddof=1)) - float(np.mean(x * (1 - x))) / max(k - 1, 1), 0.0)
         kw["item_spread"] = float(np.sqrt(var_p))
         notes.append(f"item spread {kw['item_spread']:.3f} from {x.size} step-0 items")
+    elif k == 1:
+        spread = item_spread_across_evals(g.curve.runs)
+        if np.isfinite(spread):
+            kw["item_spread"] = spread
+            notes.append(f"item spread {spread:.3f} from the covariance of each item's outcome "
+                         "between evals (k = 1: one sample per item and eval)")
     noise = replace(base, **kw)
     return PilotNoise(noise, tuple(notes), mid_steps)
+
+
+def item_spread_across_evals(runs) -> float:
+    """The sd of item difficulty when each eval draws one sample per item (k = 1).
+
+    With one sample the within-item binomial part cannot be taken out of one eval's variance;
+    but the same items are scored at every eval, with independent samples, so the covariance
+    over items of an item's outcomes at two evals estimates the variance of its success
+    probability (the binomial noise is independent between evals). Measured between the step-0
+    eval and the first later one of every run: the spread at the start, as the k > 1 estimate
+    measures it (items spread further as training moves them). NaN without two evals."""
+    covs = [float(np.cov(np.asarray(r.r0_items, float), np.asarray(r.items[0], float))[0, 1])
+            for r in runs if r.items is not None and r.r0_items is not None and len(r.items)]
+    return float(np.sqrt(max(np.mean(covs), 0.0))) if covs else float("nan")
 
 
 def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,

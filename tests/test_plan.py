@@ -101,13 +101,13 @@ def test_fit_all_orders_each_groups_runs_by_seed(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # The planner
 # ------------------------------------------------------------------------------------------------
-def _pilot(root, seeds=(0, 1, 2, 3), A=0.55, a_sd=0.01, n_items=256, steps=200, every=10):
+def _pilot(root, seeds=(0, 1, 2, 3), A=0.55, a_sd=0.01, n_items=256, steps=200, every=10, k=4):
     """GRPO alone, the ScaleRL curve with C_mid at step 30 (1e12 FLOPs per step)."""
     rng = np.random.default_rng(7)
     for seed in seeds:
         spec = RunSpec(config=make_config("grpo", "tiny-1m", seed),
                        curves={"in_dist": CurveSpec(A + rng.normal(0, a_sd), 1.5, 30e12, 0.25)},
-                       steps=steps, eval_every=every, n_items=n_items, k=4, seed=100 + seed)
+                       steps=steps, eval_every=every, n_items=n_items, k=k, seed=100 + seed)
         write_run(root / f"grpo-s{seed}", spec)
 
 
@@ -122,6 +122,20 @@ def test_pilot_noise_recovers_the_known_curve(tmp_path):
     # synth's items: starts drawn with sd 0.15 around R0 (clipped at 0.02)
     assert 0.08 < p.noise.item_spread < 0.2
     assert p.noise.seed_sd_A < 0.05
+
+
+def test_pilot_item_spread_with_one_sample_per_item(tmp_path):
+    """k = 1: the spread comes from the covariance of an item's outcomes between evals (the
+    binomial part is independent between evals); it must agree with the k = 4 estimate of the
+    same truth and not be the raw 0/1 variance (sqrt(p(1-p)) ~ 0.45)."""
+    _pilot(tmp_path / "k1", n_items=1024, k=1)
+    _pilot(tmp_path / "k4", n_items=1024, k=4)
+    groups = [Group("grpo", "tiny-1m", 200, 10, 4, 1024, 1)]
+    k1 = plan.pilot_from_dir(str(tmp_path / "k1"), "grpo", "in_dist", groups)
+    k4 = plan.pilot_from_dir(str(tmp_path / "k4"), "grpo", "in_dist", groups)
+    assert any("k = 1" in n for n in k1.notes)
+    assert 0.08 < k1.noise.item_spread < 0.2
+    assert k1.noise.item_spread == pytest.approx(k4.noise.item_spread, abs=0.04)
 
 
 def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_path):
