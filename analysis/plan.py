@@ -46,6 +46,12 @@ class PilotNoise:
     noise: NoiseModel
     notes: tuple[str, ...]
     mid_steps: float  # the reference curve's C_mid in steps
+    by_scale: tuple = ()  # ((scale, PilotNoise), ...): the noise measured at each pilot scale
+
+    def for_scale(self, scale: str) -> "PilotNoise":
+        """The noise measured at ``scale`` when the pilot ran the reference there, else the
+        main one (the scale with the most reference runs)."""
+        return dict(self.by_scale).get(scale, self)
 
 
 def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
@@ -55,13 +61,25 @@ def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
     Uses the reference variant's group fit at the scale with the most reference runs (R0, A, B,
     C_mid converted to steps by the runs' compute per step), the sd over its per-run fits (A and
     log B, only fits that converged; the defaults otherwise, with a note) and the item spread of
-    its step-0 per-item results (sd of per-item success minus the binomial part)."""
-    base = base or NoiseModel()
+    its step-0 per-item results (sd of per-item success minus the binomial part). Every other
+    scale at which the pilot fitted the reference gets its own noise (:meth:`PilotNoise.for_scale`),
+    so a plan of several scales simulates each with what was measured there."""
     groups = [g for g in fits if g.level == "group" and g.variant == reference
               and g.eval_set == eval_set and g.fit is not None]
     if not groups:
         raise ValueError(f"the pilot has no fitted group of {reference!r} on {eval_set!r}")
-    g = max(groups, key=lambda x: (x.curve.n_runs, x.fit.identified))
+    main = max(groups, key=lambda x: (x.curve.n_runs, x.fit.identified))
+    out = _noise_of_group(main, fits, reference, eval_set, base or NoiseModel(), k)
+    per = tuple((g.scale, _noise_of_group(g, fits, reference, eval_set, base or NoiseModel(), k))
+                for g in sorted(groups, key=lambda x: str(x.scale)))
+    if len(per) < 2:
+        return out
+    notes = out.notes + tuple(f"at {s}: " + "; ".join(p.notes) for s, p in per if s != main.scale)
+    return replace(out, notes=notes, by_scale=per)
+
+
+def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k: int) -> PilotNoise:
+    """:func:`noise_from_fits` for one fitted reference group ``g`` (one scale)."""
     f = g.fit
     notes = [f"pilot: {g.label}, {g.curve.n_runs} run(s), A {f.A:.3f}, B {f.B:.2f}, "
              f"R0 {f.R0:.3f}" + ("" if f.identified else f" (fit not identified: {f.message})")]
@@ -156,8 +174,10 @@ def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: i
                 continue
             key = (ref.steps, ref.every, ref.seeds, var.steps, var.every, var.seeds, ref.n_items,
                    ref.k)
+            pn = pilot.for_scale(scale)
+            key = (id(pn),) + key
             if key not in cache:
-                cache[key] = simulate_widths(ref, var, pilot.noise, pilot.mid_steps, n_sweeps,
+                cache[key] = simulate_widths(ref, var, pn.noise, pn.mid_steps, n_sweeps,
                                              seed, n_boot)
             w = cache[key]
             rows.append({"scale": scale, "variant": name, "vs": reference,
@@ -174,9 +194,13 @@ def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: i
 def budget_options(ref: Group, seeds=(2, 3, 4, 6, 8), step_factors=(1.0, 1.5, 2.0),
                    item_factors=(1, 2)) -> list[tuple[Group, float]]:
     """Candidate budgets around ``ref`` with their cost in units of ``ref``'s cost (train steps x
-    seeds, plus eval items x samples x evals; the eval share of the cost is ~1/3 in the demo)."""
-    def cost(g: Group) -> float:  # train steps, plus evals (half a step's cost per 256 items / 10 steps)
-        return g.seeds * g.steps * (1 + 0.5 * g.n_items / 256 * 10 / g.every)
+    seeds, plus the evals' generated sequences, items x samples).
+
+    The eval share is measured (LOG.md, session 6, `sweeps/pilot-grpo-seeds.yaml` at idle):
+    evaluating 1024 sequences per set (both sets) every 10 steps cost 0.9x the train steps'
+    time (55 s of evals vs 60 s of 150 steps at tiny-1m)."""
+    def cost(g: Group) -> float:  # train steps, plus evals: 0.9 x per 1024 sequences / 10 steps
+        return g.seeds * g.steps * (1 + 0.9 * g.n_items * g.k / 1024 * 10 / g.every)
 
     out = []
     for s in seeds:
@@ -193,8 +217,9 @@ def budget_table(ref: Group, pilot: PilotNoise, target_width: float, n_sweeps: i
     """Predicted dA width of a single-choice comparison at each candidate budget (both arms
     at that budget), cheapest first, with ``reaches`` = width <= target."""
     rows = []
+    pn = pilot.for_scale(ref.scale)
     for g, cost in options or budget_options(ref):
-        w = simulate_widths(g, g, pilot.noise, pilot.mid_steps, n_sweeps, seed, n_boot)
+        w = simulate_widths(g, g, pn.noise, pn.mid_steps, n_sweeps, seed, n_boot)
         rows.append({"seeds": g.seeds, "steps": g.steps, "every": g.every,
                      "eval": f"{g.n_items}x{g.k}", "cost": cost, **w,
                      "reaches": bool(np.isfinite(w["dA_width"]) and w["dA_width"] <= target_width

@@ -101,14 +101,15 @@ def test_fit_all_orders_each_groups_runs_by_seed(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # The planner
 # ------------------------------------------------------------------------------------------------
-def _pilot(root, seeds=(0, 1, 2, 3), A=0.55, a_sd=0.01, n_items=256, steps=200, every=10, k=4):
+def _pilot(root, seeds=(0, 1, 2, 3), A=0.55, a_sd=0.01, n_items=256, steps=200, every=10, k=4,
+           scale="tiny-1m"):
     """GRPO alone, the ScaleRL curve with C_mid at step 30 (1e12 FLOPs per step)."""
     rng = np.random.default_rng(7)
     for seed in seeds:
-        spec = RunSpec(config=make_config("grpo", "tiny-1m", seed),
+        spec = RunSpec(config=make_config("grpo", scale, seed),
                        curves={"in_dist": CurveSpec(A + rng.normal(0, a_sd), 1.5, 30e12, 0.25)},
                        steps=steps, eval_every=every, n_items=n_items, k=k, seed=100 + seed)
-        write_run(root / f"grpo-s{seed}", spec)
+        write_run(root / f"grpo-{scale}-s{seed}", spec)
 
 
 def test_pilot_noise_recovers_the_known_curve(tmp_path):
@@ -122,6 +123,18 @@ def test_pilot_noise_recovers_the_known_curve(tmp_path):
     # synth's items: starts drawn with sd 0.15 around R0 (clipped at 0.02)
     assert 0.08 < p.noise.item_spread < 0.2
     assert p.noise.seed_sd_A < 0.05
+
+
+def test_pilot_noise_is_measured_per_scale(tmp_path):
+    """A pilot at two scales: each scale's plan uses its own reference curve; a scale the pilot
+    did not run falls back to the one with the most reference runs."""
+    _pilot(tmp_path, A=0.55)
+    _pilot(tmp_path, seeds=(0, 1, 2), A=0.35, scale="tiny-0.3m")
+    p = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", [])
+    assert p.for_scale("tiny-1m").noise.A == pytest.approx(0.55, abs=0.03)
+    assert p.for_scale("tiny-0.3m").noise.A == pytest.approx(0.35, abs=0.03)
+    assert p.for_scale("tiny-4m") is p and p.noise.A == pytest.approx(0.55, abs=0.03)
+    assert any(n.startswith("at tiny-0.3m: pilot: ") for n in p.notes)
 
 
 def test_pilot_item_spread_with_one_sample_per_item(tmp_path):
