@@ -311,3 +311,19 @@ def test_all_equal_group_zero_advantage_gives_zero_loss_and_gradient(name):
     out = S[name](lr, torch.zeros(1, 4), lp, mask=torch.ones(1, 4), **algos.surrogate_knobs(name, a))
     out.loss.sum().backward()
     assert (out.loss == 0).all() and (lp.grad == 0).all()
+
+
+def test_adv_batch_scope_is_a_registry_whose_entries_pick_the_dropped_rows():
+    """algo.adv_batch_scope is a registry (the loop asks the entry, never the name): `kept` gives
+    None, `sampled` (counts_dropped) gives the (response_mask, rewards) of the rows not kept;
+    train._dropped hands those to prepare."""
+    from types import SimpleNamespace
+    from harness.loop.train import _dropped
+    assert algos.ADV_BATCH_SCOPES.where(counts_dropped=True) == ["sampled"]
+    mask = torch.arange(8).view(4, 2)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    sampled = SimpleNamespace(rewards=rewards, kept=torch.tensor([0, 1]),
+                              rollout=SimpleNamespace(response_mask=mask))
+    assert _dropped(sampled, SimpleNamespace(adv_batch_scope="kept")) is None
+    m, r = _dropped(sampled, SimpleNamespace(adv_batch_scope="sampled"))
+    assert m.tolist() == [[4, 5], [6, 7]] and r.tolist() == [1.0, 1.0]

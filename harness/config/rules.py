@@ -296,7 +296,7 @@ def check_off_policy(cfg: Config) -> None:
 
 def check_filter(cfg: Config) -> None:
     a = cfg.algo
-    if a.adv_batch_scope != _default(AlgoCfg, "adv_batch_scope"):
+    if algos.ADV_BATCH_SCOPES.meta(a.adv_batch_scope).counts_dropped:
         adv = algos.ADVANTAGES.meta(a.advantage)
         if not algos.GROUP_FILTERS.meta(a.group_filter).drops:
             raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: no effect with "

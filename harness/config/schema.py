@@ -213,11 +213,11 @@ class AlgoCfg:
                             "prompts_per_step fresh prompts until prompts_per_step groups pass "
                             "group_filter (surplus dropped; at the cap, train on what passed); "
                             "1 = no refill", lo=1)
-    adv_batch_scope: Literal["kept", "sampled"] = F(
+    adv_batch_scope: str = F(
         "kept", "which responses a batch-level advantage's statistics (batch std / whitening) are "
         "taken over when group_filter drops groups: kept = after the filter (only the kept groups), "
         "sampled = before it (the dropped zero-variance groups count, with advantage 0); ScaleRL's "
-        "text fixes neither order")
+        "text fixes neither order", choices_from="adv_batch_scope")
     mask_truncated: bool = F(False, "overlong filtering (DAPO): responses cut off at "
                              "rollout.max_new_tokens are masked out of the loss (they still count "
                              "in group statistics)")
