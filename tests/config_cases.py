@@ -252,7 +252,7 @@ CASES = [
     U("algo.off_policy_mask_threshold=0.1", msg="algo.off_policy_mask_threshold = 0.1: only used when "
       "algo.off_policy_mask is dsv32 (it is none)"),
     # ---- rules: group filter (and the order of the batch std relative to it)
-    L("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
+    R("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
     R("algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = 'sampled': no effect with "
       "algo.group_filter = none (nothing is dropped)"),
     R("algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = "
@@ -262,4 +262,10 @@ CASES = [
       "log-probs"),
     U("algo.max_gen_rounds=4", msg="algo.max_gen_rounds = 4: refilling needs a filter "
       "(algo.group_filter = zero_variance); with none every round is kept"),
+    # ---- rules: prompt retirement (No-Positive-Resampling) needs a finite training set
+    R("algo.retire=no_positive", msg="algo.retire = 'no_positive': needs a finite, cycling training "
+      "set (task.train_items > 0)"),
+    U("algo.retire_threshold=0.8", msg="algo.retire_threshold = 0.8: only used when algo.retire is "
+      "no_positive (it is none)"),
+    R("algo.retire=all", msg="algo.retire = 'all': allowed values are no_positive, none"),
 ]

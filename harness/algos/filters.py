@@ -57,7 +57,8 @@ def scope_kept(response_mask: torch.Tensor, rewards: torch.Tensor, kept: torch.T
 
 @ADV_BATCH_SCOPES.register("sampled", counts_dropped=True)
 def scope_sampled(response_mask: torch.Tensor, rewards: torch.Tensor, kept: torch.Tensor) -> tuple:
-    """Batch statistics over every sampled group: the dropped zero-variance groups count with
+    """Batch statistics over every sampled group (ScaleRL, Khatri et al. 2025, arXiv 2510.13786,
+    read the other way): the dropped zero-variance groups count with
     their advantage 0 (the statistic is taken before the filter; it lowers the std). Returns the
     dropped rows' (response_mask, rewards)."""
     out = ~kept

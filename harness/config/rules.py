@@ -308,6 +308,12 @@ def check_filter(cfg: Config) -> None:
             raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: the dropped groups "
                               f"would need critic values / reference log-probs; use kept with "
                               f"advantage {a.advantage!r} or algo.kl = {a.kl}")
+    if algos.RETIREMENTS.meta(a.retire).active and cfg.task.train_items == 0:
+        raise ConfigError(f"algo.retire = {a.retire!r}: needs a finite, cycling training set "
+                          f"(task.train_items > 0); the default stream never repeats an item")
+    if not algos.RETIREMENTS.meta(a.retire).active:
+        _unused("algo", a, AlgoCfg, ("retire_threshold",), f"only used when algo.retire is "
+                f"{_names(algos.RETIREMENTS, active=True)} (it is {a.retire})")
     if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = {_names(algos.GROUP_FILTERS, drops=True)}); with "

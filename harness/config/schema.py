@@ -92,6 +92,10 @@ class TaskCfg:
                              "math: the prompt; {problem} is replaced by the item's problem")
     chat_template: bool = F(False, "math: wrap the prompt in the tokenizer's chat template "
                             "(instruct models)")
+    train_items: int = F(0, "every task: 0 = the task's own training stream (chain_sum: fresh items, "
+                         "never repeated); N > 0 = a finite training set, the stream's first N "
+                         "items, cycled in a seeded order (a new permutation each pass); needed by "
+                         "algo.retire", lo=0)
     n_terms: int = F(2, "operands per chain", lo=2, hi=8)
     min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
     max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
@@ -257,6 +261,13 @@ class AlgoCfg:
     off_policy_mask_threshold: float = F(0.5, "dsv32: the threshold delta on the response's mean "
                                          "log(pi_sampler / pi) (TRL off_policy_mask_threshold)",
                                          lo=0, lo_open=True)
+    retire: str = F(
+        "none", "prompt retirement from a finite, cycling training set (task.train_items > 0): "
+        "no_positive = ScaleRL's No-Positive-Resampling, an item whose historical pass rate "
+        "(correct / sampled responses over the run) reaches retire_threshold is never drawn again; "
+        "none = off", choices_from="retire")
+    retire_threshold: float = F(0.9, "no_positive: the historical pass rate at which an item "
+                                "retires (ScaleRL 0.9)", lo=0, hi=1, lo_open=True)
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 

@@ -245,6 +245,7 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
     row = train_row(step, sampled, n_groups, lag, upd, prep, group_size=cfg.rollout.group_size,
                     with_reference=p.reference is not None, pos_nll=cfg.algo.pos_nll_coef > 0,
                     sync_s=sync_s, optimizer_lr=p.scheduler.get_last_lr()[0], dt=time.time() - t0)
+    row |= p.train_set.stats()  # a finite training set: retired / seen items (else nothing)
     if pretrain_losses:  # once, in the first row after VAPO value pretraining
         row["value/pretrain_loss_first"] = pretrain_losses[0]
         row["value/pretrain_loss_last"] = pretrain_losses[-1]

@@ -13,7 +13,7 @@ from ..registry import Registry
 from . import chain_sum, math_problems
 from .base import SPLIT_SEED, Item, Task
 
-COMMON_KEYS = ("name",)  # task.* keys every task reads
+COMMON_KEYS = ("name", "train_items")  # task.* keys every task reads (train_items: the loop)
 
 TASKS = Registry("task.name", keys=(), check=None)
 TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS, check=chain_sum.check)
