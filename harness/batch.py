@@ -24,10 +24,20 @@ class Rollout:
     lengths: torch.Tensor        # (B,) response tokens (incl. EOS)
     truncated: torch.Tensor      # (B,) bool: hit max_new_tokens without EOS
     texts: list[str]             # decoded responses (EOS and pad removed)
+    forced: Optional[torch.Tensor] = None  # (B, Tr) bool: tokens the engine wrote, not sampled
+    #                              (a forced length interruption's phrase); None = none forced
 
     @property
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
+
+
+def sampled_mask(ro: Rollout) -> torch.Tensor:
+    """(B, Tr) float: the response tokens the policy sampled. A forced interruption phrase is part
+    of the response (the context of what follows) but was not sampled, so it is not trained on as
+    if it were: not in the loss, the ratio, the advantage's statistics or the mismatch."""
+    mask = ro.response_mask.float()
+    return mask if ro.forced is None else mask * (~ro.forced).float()
 
 
 def encode_prompts(tok, prompts: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +81,8 @@ def select_rows(ro: Rollout, idx: torch.Tensor) -> Rollout:
     """The rows `idx` of a rollout (texts included)."""
     ids = idx.tolist()
     return Rollout(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.response_ids[idx], ro.response_mask[idx],
-                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids])
+                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids],
+                   None if ro.forced is None else ro.forced[idx])
 
 
 def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
@@ -93,7 +104,10 @@ def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
                    torch.cat([right(r.response_mask, tr, 0) for r in ros]),
                    torch.cat([right(r.logprobs, tr, 0.0) for r in ros]),
                    torch.cat([r.lengths for r in ros]), torch.cat([r.truncated for r in ros]),
-                   [t for r in ros for t in r.texts])
+                   [t for r in ros for t in r.texts],
+                   None if all(r.forced is None for r in ros) else torch.cat(
+                       [right(torch.zeros_like(r.response_mask, dtype=torch.bool) if r.forced is None
+                              else r.forced, tr, False) for r in ros]))
 
 
 def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -113,5 +127,5 @@ def minibatch_rows(n_groups: int, epochs: int, minibatches: int, group_size: int
 def loss_mask_of(ro: Rollout, mask_truncated: bool) -> torch.Tensor:
     """(B, T) float: the tokens in the policy loss. DAPO overlong filtering (Yu et al. 2025, arXiv
     2503.14476): truncated responses count in group statistics, not in the loss."""
-    mask = ro.response_mask.float()
+    mask = sampled_mask(ro)
     return mask * (~ro.truncated).unsqueeze(-1) if mask_truncated else mask

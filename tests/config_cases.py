@@ -262,6 +262,12 @@ CASES = [
       "log-probs"),
     U("algo.max_gen_rounds=4", msg="algo.max_gen_rounds = 4: refilling needs a filter "
       "(algo.group_filter = zero_variance); with none every round is kept"),
+    # ---- rules: forced length interruptions (ScaleRL)
+    U("rollout.interrupt_phrase=x", msg="rollout.interrupt_phrase = 'x': only used when "
+      "rollout.think_budget > 0"),
+    R("rollout.engine=vllm", "rollout.think_budget=6", msg="rollout.think_budget = 6: rollout.engine = "
+      "vllm has no forced length interruptions; use hf"),
+    R("rollout.think_budget=48", msg="rollout.think_budget = 48: must be < rollout.max_new_tokens (48)"),
     # ---- rules: prompt retirement (No-Positive-Resampling) needs a finite training set
     R("algo.retire=no_positive", msg="algo.retire = 'no_positive': needs a finite, cycling training "
       "set (task.train_items > 0)"),

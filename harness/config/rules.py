@@ -168,6 +168,17 @@ def check_warmup(cfg: Config) -> None:
 def check_rollout(cfg: Config) -> None:
     """Batch shape: minibatches hold whole groups; group-relative estimators need groups."""
     r, a = cfg.rollout, cfg.algo
+    if r.think_budget == 0:
+        _unused("rollout", r, RolloutCfg, ("interrupt_phrase",), "only used when "
+                "rollout.think_budget > 0 (forced length interruptions are off)")
+    elif r.think_budget >= r.max_new_tokens:
+        raise ConfigError(f"rollout.think_budget = {r.think_budget}: must be < "
+                          f"rollout.max_new_tokens ({r.max_new_tokens}), which leaves the answer's "
+                          f"budget after the interruption phrase")
+    elif not ENGINES.meta(r.engine).interrupts:
+        raise ConfigError(f"rollout.think_budget = {r.think_budget}: rollout.engine = {r.engine} "
+                          f"has no forced length interruptions; use "
+                          f"{_names(ENGINES, interrupts=True)}")
     if a.minibatches > r.prompts_per_step:
         raise ConfigError(f"algo.minibatches = {a.minibatches}: must be <= "
                           f"rollout.prompts_per_step ({r.prompts_per_step}); minibatches "

@@ -160,6 +160,15 @@ class RolloutCfg:
     max_new_tokens: int = F(48, "generation limit; longer responses are truncated", lo=1)
     temperature: float = F(1.0, "sampling temperature", lo=0, lo_open=True)
     top_p: float = F(1.0, "nucleus sampling mass", lo=0, hi=1, lo_open=True)
+    think_budget: int = F(0, "forced length interruptions (ScaleRL): a training response that has "
+                          "not ended after this many sampled tokens gets rollout.interrupt_phrase "
+                          "appended (forced, never trained on) and answers within the rest of "
+                          "max_new_tokens; logged as rollout/interrupted_frac; eval is not "
+                          "interrupted; 0 = off", lo=0)
+    interrupt_phrase: str = F("", "the end-of-thinking phrase of a forced interruption; empty = the "
+                              "task's own (chain_sum compact: '=', 'state the result'; full prompts "
+                              "and math: ScaleRL's 'Okay, time is up. Let me stop thinking and "
+                              "formulate a final answer now.')")
 
 
 @dataclass

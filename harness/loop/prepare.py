@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import algos
-from ..batch import Rollout, StepBatch, loss_mask_of
+from ..batch import Rollout, StepBatch, loss_mask_of, sampled_mask
 from ..models import reference_context, sequence_logprobs
 from .critic import critic_targets, explained_variance
 from .finite import check_finite
@@ -34,7 +34,7 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
     """`dropped`: (response_mask, rewards) of the rows the group filter dropped, when the advantage's
     batch statistics are taken before the filter (algo.adv_batch_scope = sampled)."""
     a, r = p.cfg.algo, p.cfg.rollout
-    mask = ro.response_mask.float()                                      # (B, T)
+    mask = sampled_mask(ro)                   # (B, T) sampled tokens (a forced phrase is not)
     loss_mask = loss_mask_of(ro, a.mask_truncated)
     out = Prepared(batch=None)
 

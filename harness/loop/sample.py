@@ -76,9 +76,11 @@ def sample(p: Parts) -> Sampled:
         drawn = None if ids is None else drawn + ids[dp.rank::dp.world]
         return got[dp.rank::dp.world]
 
+    interrupt = {} if not r.think_budget else {  # forced length interruptions (ScaleRL)
+        "think_budget": r.think_budget, "interrupt": r.interrupt_phrase or p.task.interrupt_phrase}
     ro, _, scores, kept, rounds = collect_groups(
         lambda prompts: p.sampler.generate(prompts, max_new_tokens=r.max_new_tokens,
-                                           temperature=r.temperature, top_p=r.top_p),
+                                           temperature=r.temperature, top_p=r.top_p, **interrupt),
         draw, p.task.score, n_groups=r.prompts_per_step // dp.world, group_size=r.group_size,
         group_filter=algos.GROUP_FILTERS[a.group_filter], max_rounds=a.max_gen_rounds,
         pad_id=p.tok.pad_token_id)
