@@ -93,3 +93,17 @@ def test_easy_items_stop_being_drawn_and_resume_restores_the_history(tiny_overri
     rows2 = [r for r in map(json.loads, (cut.run_dir() / "metrics.jsonl").read_text().splitlines())]
     rows1 = [r for r in map(json.loads, (ref.run_dir() / "metrics.jsonl").read_text().splitlines())]
     assert strip(rows1) == strip(rows2)
+
+
+def test_configs_scalerl_runs_the_whole_recipe_in_the_real_loop(tiny_overrides):
+    """configs/scalerl.yaml (the scalerl preset + No-Positive-Resampling on a finite set + forced
+    interruptions) runs the loop on the tiny model; the rows log both pieces."""
+    from pathlib import Path
+    cfg = load_config(Path(__file__).parents[1] / "configs" / "scalerl.yaml",
+                      tiny_overrides + ["train.steps=3", "task.train_items=16"])
+    assert cfg.algo.surrogate == "cispo" and cfg.algo.retire == "no_positive" and cfg.rollout.think_budget == 16
+    assert train(cfg, progress=False)["status"] == "finished"
+    rows = [json.loads(x) for x in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if r.get("kind") == "train"]
+    assert len(train_rows) == 3
+    assert all("rollout/interrupted_frac" in r and "data/retired_items" in r for r in train_rows)
