@@ -81,9 +81,10 @@ class ModelCfg:
 
 @dataclass
 class TaskCfg:
-    name: Literal["chain_sum", "math"] = F(
+    name: Literal["chain_sum", "math", "countdown"] = F(
         "chain_sum", "chain_sum = procedural (reasoning-gym generator); math = GSM8K/MATH-style "
-        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md)")
+        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md); "
+        "countdown = reasoning-gym's Countdown (reach a target with + - * /; Lian 2025)")
     train_path: Optional[str] = F(None, "math: training problems (.jsonl or .parquet)")
     in_dist_path: Optional[str] = F(None, "math: the in-distribution eval set (e.g. GSM8K test)")
     held_out_path: Optional[str] = F(None, "math: the held-out eval set (e.g. MATH when training "
@@ -99,6 +100,9 @@ class TaskCfg:
     n_terms: int = F(2, "operands per chain", lo=2, hi=8)
     min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
     max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
+    n_numbers: int = F(3, "countdown: numbers per item (held-out: one more)", lo=2, hi=6)
+    max_value: int = F(20, "countdown: the largest number", lo=2, hi=1000)
+    max_target: int = F(100, "countdown: the largest target (targets from 1)", lo=1, hi=100000)
     cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
