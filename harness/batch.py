@@ -26,6 +26,8 @@ class Rollout:
     texts: list[str]             # decoded responses (EOS and pad removed)
     forced: Optional[torch.Tensor] = None  # (B, Tr) bool: tokens the engine wrote, not sampled
     #                              (a forced length interruption's phrase); None = none forced
+    routing_prompt: Optional[torch.Tensor] = None  # (B, Tp, L, k) MoE experts the sampler chose
+    routing_resp: Optional[torch.Tensor] = None    # (B, Tr, L, k) for each fed token; -1 = none
 
     @property
     def n_tokens(self) -> int:
@@ -68,6 +70,8 @@ class StepBatch:
     value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
     correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
     logp_sampler: Optional[torch.Tensor] = None   # (B, T) the sampler's log-probs (a loss-time mask)
+    routing_prompt: Optional[torch.Tensor] = None  # (B, Tp, L, k) MoE: the sampler's experts
+    routing_resp: Optional[torch.Tensor] = None    # (B, T, L, k)
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -82,7 +86,8 @@ def select_rows(ro: Rollout, idx: torch.Tensor) -> Rollout:
     ids = idx.tolist()
     return Rollout(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.response_ids[idx], ro.response_mask[idx],
                    ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids],
-                   None if ro.forced is None else ro.forced[idx])
+                   None if ro.forced is None else ro.forced[idx],
+                   *(None if x is None else x[idx] for x in (ro.routing_prompt, ro.routing_resp)))
 
 
 def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
@@ -107,7 +112,20 @@ def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
                    [t for r in ros for t in r.texts],
                    None if all(r.forced is None for r in ros) else torch.cat(
                        [right(torch.zeros_like(r.response_mask, dtype=torch.bool) if r.forced is None
-                              else r.forced, tr, False) for r in ros]))
+                              else r.forced, tr, False) for r in ros]),
+                   *_cat_routing(ros, tp, tr))
+
+
+def _cat_routing(ros: list[Rollout], tp: int, tr: int) -> tuple:
+    """The recorded MoE routing of concatenated rollouts (prompts left-, responses right-padded
+    with -1), or (None, None)."""
+    if ros[0].routing_prompt is None:
+        return None, None
+    pad = torch.nn.functional.pad
+    return (torch.cat([pad(r.routing_prompt, (0, 0, 0, 0, tp - r.routing_prompt.shape[1], 0), value=-1)
+                       for r in ros]),
+            torch.cat([pad(r.routing_resp, (0, 0, 0, 0, 0, tr - r.routing_resp.shape[1]), value=-1)
+                       for r in ros]))
 
 
 def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -319,6 +319,15 @@ def check_filter(cfg: Config) -> None:
             raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: the dropped groups "
                               f"would need critic values / reference log-probs; use kept with "
                               f"advantage {a.advantage!r} or algo.kl = {a.kl}")
+    if algos.ROUTING_REPLAYS.meta(a.routing_replay).replays:
+        if not SCALES.meta(cfg.model.scale).moe:
+            raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: model.scale = "
+                              f"{cfg.model.scale} is dense (no router to replay); use "
+                              f"{_names(SCALES, moe=True)}")
+        if not ENGINES.meta(cfg.rollout.engine).records_routing:
+            raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: rollout.engine = "
+                              f"{cfg.rollout.engine} does not record the experts it chose; use "
+                              f"{_names(ENGINES, records_routing=True)}")
     if algos.RETIREMENTS.meta(a.retire).active and cfg.task.train_items == 0:
         raise ConfigError(f"algo.retire = {a.retire!r}: needs a finite, cycling training set "
                           f"(task.train_items > 0); the default stream never repeats an item")

@@ -281,6 +281,11 @@ class AlgoCfg:
         "none = off", choices_from="retire")
     retire_threshold: float = F(0.9, "no_positive: the historical pass rate at which an item "
                                 "retires (ScaleRL 0.9)", lo=0, hi=1, lo_open=True)
+    routing_replay: str = F(
+        "none", "Mixture-of-Experts models (model.scale tiny-moe): r3 = Rollout Routing Replay, the "
+        "trainer's forward uses the experts the sampler chose for each token; none = the trainer "
+        "routes by its own top-k. Either way the fraction of response tokens whose expert set "
+        "differs is logged (moe/routing_changed_frac)", choices_from="routing_replay")
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 

@@ -5,6 +5,7 @@ rollout lag. It samples with the policy object itself, so it needs no weight syn
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -12,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..batch import Rollout, encode_prompts
 from ..models import forward_params, output_cache
+from ..moe import RouterTape
 
 
 class HFEngine:
@@ -36,6 +38,7 @@ class HFEngine:
         self.tok = tok
         self._cache_kw, has_keep = forward_params(model)
         self._keep_last = {"logits_to_keep": 1} if has_keep else {}
+        self.tape = RouterTape.attach(model)  # an MoE model: the experts of every fed token are kept
 
     def _forward(self, ids, attn, pos, cache, **kw):
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True,
@@ -60,7 +63,7 @@ class HFEngine:
                 raise ValueError(f"rollout.think_budget = {think_budget}: with the interruption "
                                  f"phrase ({len(phrase)} tokens) it leaves no answer budget within "
                                  f"rollout.max_new_tokens = {max_new_tokens}")
-        with torch.inference_mode():
+        with torch.inference_mode(), (self.tape.record() if self.tape else contextlib.nullcontext()):
             ro = self._generate(prompts, max_new_tokens, temperature, top_p, think_budget, phrase)
         return Rollout(*[x.clone() if isinstance(x, torch.Tensor) else x
                          for x in (getattr(ro, f.name) for f in dataclasses.fields(Rollout))])
@@ -80,11 +83,17 @@ class HFEngine:
         resp = torch.full((B, max_new_tokens), pad, dtype=torch.long, device=device)
         logprobs = torch.zeros((B, max_new_tokens), device=device)
         forced = torch.zeros((B, max_new_tokens), dtype=torch.bool, device=device) if phrase else None
+        tape = self.tape
+        if tape:  # (B, T, L, k) experts per fed token, -1 = not fed (padding, the last token)
+            r_resp = torch.full((B, max_new_tokens, tape.layers, tape.top_k), -1, dtype=torch.long,
+                                device=device)
         was_training = model.training
         model.eval()
         try:
             logits, cache = self._forward(uids, umask, (umask.cumsum(-1) - 1).clamp(min=0), None,
                                           **self._keep_last)
+            if tape:
+                r_prompt = tape.take(*uids.shape)[expand]
             if len(starts) < B:
                 cache.reorder_cache(expand)
                 logits = logits[expand]
@@ -117,6 +126,8 @@ class HFEngine:
                 logits, cache = self._forward(step_ids, attn,
                                               pos if w == 1 else pos + torch.arange(w, device=device),
                                               cache)
+                if tape:  # the tokens just fed: response columns n - w .. n - 1
+                    r_resp[rows.unsqueeze(-1), torch.arange(n - w, n, device=device)] = tape.take(len(rows), w)
                 pos = pos + w
         finally:
             model.train(was_training)
@@ -129,7 +140,8 @@ class HFEngine:
         texts = tok.batch_decode(torch.where(is_eos, torch.full_like(resp, pad), resp),
                                  skip_special_tokens=True)
         return Rollout(ids, mask, resp, rmask, logprobs, lengths, truncated, texts,
-                       None if forced is None else forced[:, :n])
+                       None if forced is None else forced[:, :n],
+                       r_prompt if tape else None, r_resp[:, :n] if tape else None)
 
 
 def interrupt_ids(tok, phrase: str) -> list[int]:

@@ -38,10 +38,13 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
     loss_mask = loss_mask_of(ro, a.mask_truncated)
     out = Prepared(batch=None)
 
+    routing = None if ro.routing_prompt is None else (  # MoE: the sampler's experts, the choice
+        ro.routing_prompt, ro.routing_resp, algos.ROUTING_REPLAYS[a.routing_replay])
+
     def trainer_logprobs() -> torch.Tensor:
         with torch.no_grad():
             logp, _ = sequence_logprobs(p.policy, ro.prompt_ids, ro.prompt_mask, ro.response_ids,
-                                        ro.response_mask, r.temperature)
+                                        ro.response_mask, r.temperature, routing=routing)
         p.meter.forward(p.n_params, ro)
         return logp
 
@@ -84,5 +87,6 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
                           loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
                           logp_ref=logp_ref, value_targets=value_targets, correction=correction,
                           logp_sampler=ro.logprobs if algos.OFF_POLICY_MASKS.meta(
-                              a.off_policy_mask).active else None)
+                              a.off_policy_mask).active else None,
+                          routing_prompt=ro.routing_prompt, routing_resp=ro.routing_resp)
     return out
