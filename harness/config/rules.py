@@ -93,6 +93,9 @@ def check_model(cfg: Config) -> None:
     elif m.path:
         raise ConfigError(f"model.path = {m.path!r}: only allowed with model.scale = {loads} "
                           f"(got {m.scale})")
+    if SCALES.meta(m.scale).moe:  # a Mixture-of-Experts shape is a Qwen2-MoE whatever the arch
+        _unused("model", m, ModelCfg, ("arch",), f"no effect with model.scale = {m.scale} (a "
+                f"Qwen2-MoE model)")
     if m.param_dtype == "bf16" and m.dtype != "bf16":
         raise ConfigError("model.param_dtype = 'bf16': needs model.dtype = bf16 (bf16 weights under "
                           "fp32 compute would only add casts)")

@@ -199,6 +199,10 @@ class AlgoCfg:
     div_low: float = F(0.15, "dppo: divergence threshold for A <= 0 (binary TV |p - p_old| or binary "
                        "KL of the sampled token; verl recipe TV 0.15, KL 0.05)", lo=0, lo_open=True)
     div_high: float = F(0.15, "dppo: divergence threshold for A > 0", lo=0, lo_open=True)
+    vespo_k_pos: float = F(2.0, "vespo: Gamma kernel shape k for A >= 0 (TRL 2)", lo=0)
+    vespo_lambda_pos: float = F(3.0, "vespo: Gamma kernel rate lambda for A >= 0 (TRL 3)", lo=0)
+    vespo_k_neg: float = F(3.0, "vespo: Gamma kernel shape k for A < 0 (TRL 3)", lo=0)
+    vespo_lambda_neg: float = F(2.0, "vespo: Gamma kernel rate lambda for A < 0 (TRL 2)", lo=0)
     entropy_coef: float = F(0.0, "entropy bonus: loss -= entropy_coef * sum(w * H_t), H_t the "
                             "policy's entropy at token t, w the aggregation's weights (verl "
                             "entropy_coeff; TRL entropy_coef); 0 = off", lo=0)
