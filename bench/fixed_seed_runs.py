@@ -36,7 +36,7 @@ from conftest import TINY  # noqa: E402  (the test suite's cheapest whole-loop c
 
 PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "minpro", "rloo", "reinforce_pp",
            "reinforce_pp_baseline", "ppo", "vapo", "scalerl",
-           "sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo"]  # the last five: issue 18
+           "sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo", "vespo"]  # the last six: issue 18
 CASES: dict[str, list[str]] = {p: [f"algo.preset={p}"] for p in PRESETS}
 CASES.update({
     "vapo_pretrain": ["algo.preset=vapo", "algo.value_pretrain_steps=2"],

@@ -24,10 +24,22 @@ class Rollout:
     lengths: torch.Tensor        # (B,) response tokens (incl. EOS)
     truncated: torch.Tensor      # (B,) bool: hit max_new_tokens without EOS
     texts: list[str]             # decoded responses (EOS and pad removed)
+    forced: Optional[torch.Tensor] = None  # (B, Tr) bool: tokens the engine wrote, not sampled
+    #                              (a forced length interruption's phrase); None = none forced
+    routing_prompt: Optional[torch.Tensor] = None  # (B, Tp, L, k) MoE experts the sampler chose
+    routing_resp: Optional[torch.Tensor] = None    # (B, Tr, L, k) for each fed token; -1 = none
 
     @property
     def n_tokens(self) -> int:
         return int(self.lengths.sum())
+
+
+def sampled_mask(ro: Rollout) -> torch.Tensor:
+    """(B, Tr) float: the response tokens the policy sampled. A forced interruption phrase is part
+    of the response (the context of what follows) but was not sampled, so it is not trained on as
+    if it were: not in the loss, the ratio, the advantage's statistics or the mismatch."""
+    mask = ro.response_mask.float()
+    return mask if ro.forced is None else mask * (~ro.forced).float()
 
 
 def encode_prompts(tok, prompts: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,6 +70,8 @@ class StepBatch:
     value_targets: Optional[torch.Tensor] = None  # (B, T) critic regression targets (GAE)
     correction: Optional[torch.Tensor] = None     # (B, T) rollout/train mismatch weight (detached)
     logp_sampler: Optional[torch.Tensor] = None   # (B, T) the sampler's log-probs (a loss-time mask)
+    routing_prompt: Optional[torch.Tensor] = None  # (B, Tp, L, k) MoE: the sampler's experts
+    routing_resp: Optional[torch.Tensor] = None    # (B, T, L, k)
 
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
@@ -71,7 +85,9 @@ def select_rows(ro: Rollout, idx: torch.Tensor) -> Rollout:
     """The rows `idx` of a rollout (texts included)."""
     ids = idx.tolist()
     return Rollout(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.response_ids[idx], ro.response_mask[idx],
-                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids])
+                   ro.logprobs[idx], ro.lengths[idx], ro.truncated[idx], [ro.texts[i] for i in ids],
+                   None if ro.forced is None else ro.forced[idx],
+                   *(None if x is None else x[idx] for x in (ro.routing_prompt, ro.routing_resp)))
 
 
 def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
@@ -93,7 +109,23 @@ def cat_rollouts(ros: list[Rollout], pad_id: int) -> Rollout:
                    torch.cat([right(r.response_mask, tr, 0) for r in ros]),
                    torch.cat([right(r.logprobs, tr, 0.0) for r in ros]),
                    torch.cat([r.lengths for r in ros]), torch.cat([r.truncated for r in ros]),
-                   [t for r in ros for t in r.texts])
+                   [t for r in ros for t in r.texts],
+                   None if all(r.forced is None for r in ros) else torch.cat(
+                       [right(torch.zeros_like(r.response_mask, dtype=torch.bool) if r.forced is None
+                              else r.forced, tr, False) for r in ros]),
+                   *_cat_routing(ros, tp, tr))
+
+
+def _cat_routing(ros: list[Rollout], tp: int, tr: int) -> tuple:
+    """The recorded MoE routing of concatenated rollouts (prompts left-, responses right-padded
+    with -1), or (None, None)."""
+    if ros[0].routing_prompt is None:
+        return None, None
+    pad = torch.nn.functional.pad
+    return (torch.cat([pad(r.routing_prompt, (0, 0, 0, 0, tp - r.routing_prompt.shape[1], 0), value=-1)
+                       for r in ros]),
+            torch.cat([pad(r.routing_resp, (0, 0, 0, 0, 0, tr - r.routing_resp.shape[1]), value=-1)
+                       for r in ros]))
 
 
 def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -113,5 +145,5 @@ def minibatch_rows(n_groups: int, epochs: int, minibatches: int, group_size: int
 def loss_mask_of(ro: Rollout, mask_truncated: bool) -> torch.Tensor:
     """(B, T) float: the tokens in the policy loss. DAPO overlong filtering (Yu et al. 2025, arXiv
     2503.14476): truncated responses count in group statistics, not in the loss."""
-    mask = ro.response_mask.float()
+    mask = sampled_mask(ro)
     return mask * (~ro.truncated).unsqueeze(-1) if mask_truncated else mask

@@ -146,6 +146,9 @@ def check(cfg, world: int) -> None:
     if a.minibatches > r.prompts_per_step // world:
         raise ValueError(f"algo.minibatches = {a.minibatches}: must be <= the prompts per process "
                          f"({r.prompts_per_step // world}) so every process makes the same updates")
+    if algos.RETIREMENTS.meta(a.retire).active:
+        raise ValueError(f"algo.retire = {a.retire!r}: not supported with data parallel yet (each "
+                         f"process sees only its share of the scores)")
     if algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ValueError(f"algo.group_filter = {a.group_filter!r}: not supported with data parallel "
                          f"yet (processes would keep different numbers of groups)")

@@ -33,7 +33,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Llama
                           PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config)
 
 from .numerics import use_fp32_lm_head
-from .scales import TINY_SCALES, from_path
+from .scales import SCALES, TINY_SCALES, from_path
 from .storage import file_lock
 
 
@@ -84,6 +84,9 @@ def tiny_model_config(cfg, tok: PreTrainedTokenizerFast):
                   num_key_value_heads=shape["num_attention_heads"], tie_word_embeddings=True,
                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                   pad_token_id=tok.pad_token_id, rms_norm_eps=1e-6, **shape)
+    if SCALES.meta(cfg.model.scale).moe:  # a Mixture-of-Experts shape: Qwen2-MoE whatever arch
+        from transformers import Qwen2MoeConfig
+        return Qwen2MoeConfig(**common)
     return ARCHS[cfg.model.arch](**common)
 
 
@@ -226,7 +229,7 @@ def output_cache(out):
 
 def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                       response_ids: torch.Tensor, response_mask: torch.Tensor,
-                      temperature: float = 1.0, with_entropy: bool = False):
+                      temperature: float = 1.0, with_entropy: bool = False, routing=None):
     """Teacher-forced log pi(response token | prefix) / temperature, shape (B, Tr), and optionally
     the per-token entropy of that distribution (B, Tr); values at padding positions mean nothing
     (callers mask them).
@@ -236,6 +239,12 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     prompt (a group's G samples) share one forward pass of it: the prompt's keys and values (a KV
     cache; gradients flow through it) are expanded to the rows and only the responses are forwarded
     on top, so a 7-token prompt sampled 8 times costs 7 positions, not 56.
+
+    `routing` = (routing_prompt (B, Tp, L, k), routing_resp (B, Tr, L, k), choose): an MoE model's
+    experts as the sampler recorded them, and the `algo.routing_replay` function that picks the
+    experts used here; the forward is then one pass over prompt + response (the recorded experts
+    are per row and position), and the model's `RouterTape.last` holds (response tokens whose
+    expert set changed in some layer, response tokens counted) for this call.
     """
     B, tr_full = response_ids.shape
     real = response_mask.any(0).nonzero()
@@ -246,7 +255,23 @@ def sequence_logprobs(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_m
     cache_kw, has_keep = forward_params(model)
     new = torch.ones(B, dtype=torch.bool, device=prompt_ids.device)          # row starts a new prompt
     new[1:] = ((prompt_ids[1:] != prompt_ids[:-1]) | (prompt_mask[1:] != prompt_mask[:-1])).any(-1)
-    if bool(new.all()):  # no shared prompts: one pass over prompt + response
+    if routing is not None:  # MoE with the sampler's experts: one pass, routed by the choice
+        from .moe import RouterTape
+        tape = RouterTape.attach(model)
+        rp, rr, choose = routing
+        rec = torch.cat([rp[:, lead:], rr[:, :tr]], 1)
+        ids = torch.cat([prompt_ids, response_ids], 1)
+        attn = torch.cat([prompt_mask, response_mask], 1)
+        # counted: response tokens whose output predicts a later response token (the last one's
+        # routing changes nothing the loss sees)
+        count = torch.zeros_like(attn, dtype=torch.bool)
+        count[:, prompt_ids.shape[1]:] = (response_mask.cumsum(-1) < response_mask.sum(-1, keepdim=True)) & response_mask.bool()
+        keep = {"logits_to_keep": tr + 1} if has_keep else {}
+        with tape.replay(rec, choose, count):
+            logits = model(input_ids=ids, attention_mask=attn,
+                           position_ids=(attn.cumsum(-1) - 1).clamp(min=0), **keep).logits
+        logits = logits[:, -tr - 1:-1]
+    elif bool(new.all()):  # no shared prompts: one pass over prompt + response
         ids = torch.cat([prompt_ids, response_ids], 1)
         attn = torch.cat([prompt_mask, response_mask], 1)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)

@@ -61,11 +61,11 @@ CASES = [
     L("rollout.top_p=1.5", msg="rollout.top_p = 1.5: must be > 0 and <= 1"),
     L("warmup.target_pass_rate=1.5", msg="warmup.target_pass_rate = 1.5: must be >= 0 and <= 1"),
     L("model.scale=tiny-2m", msg="model.scale = 'tiny-2m': allowed values are tiny-0.3m, tiny-1m, "
-      "tiny-4m, pretrained"),
+      "tiny-4m, tiny-moe, pretrained"),
     L("model.dtype=fp16", msg="model.dtype = 'fp16': allowed values are fp32, bf16"),
     L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dppo_kl, "
       "dppo_tv, dr_grpo, gmpo, grpo, gspo, luspo, minpro, ppo, reinforce_pp, reinforce_pp_baseline, "
-      "rloo, sapo, scalerl, vapo, none (did you mean 'grpo'?)"),
+      "rloo, sapo, scalerl, vapo, vespo, none (did you mean 'grpo'?)"),
     L("algo.preset=7", msg="algo.preset = 7: expected a string"),
     L("algo.deviates_from_preset=[]", msg="algo.deviates_from_preset is derived from the config; do "
       "not set it"),
@@ -101,7 +101,7 @@ CASES = [
     R("model.scale=pretrained", msg="model.path = None: required when model.scale = pretrained"),
     R("model.path=/x", msg="model.path = '/x': only allowed with model.scale = pretrained (got tiny-1m)"),
     U(*PRETRAINED, "model.arch=llama", msg="model.arch = 'llama': only used by the tiny models built "
-      "from a config (model.scale = tiny-0.3m, tiny-1m, tiny-4m), not model.scale = pretrained"),
+      "from a config (model.scale = tiny-0.3m, tiny-1m, tiny-4m, tiny-moe), not model.scale = pretrained"),
     U(*PRETRAINED, "model.max_positions=4096", msg="model.max_positions = 4096: only used by the tiny "
       "models built from a config"),
     R("model.param_dtype=bf16", msg="model.param_dtype = 'bf16': needs model.dtype = bf16 (bf16 "
@@ -252,7 +252,7 @@ CASES = [
     U("algo.off_policy_mask_threshold=0.1", msg="algo.off_policy_mask_threshold = 0.1: only used when "
       "algo.off_policy_mask is dsv32 (it is none)"),
     # ---- rules: group filter (and the order of the batch std relative to it)
-    L("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
+    R("algo.adv_batch_scope=all", msg="algo.adv_batch_scope = 'all': allowed values are kept, sampled"),
     R("algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = 'sampled': no effect with "
       "algo.group_filter = none (nothing is dropped)"),
     R("algo.group_filter=zero_variance", "algo.adv_batch_scope=sampled", msg="algo.adv_batch_scope = "
@@ -262,4 +262,19 @@ CASES = [
       "log-probs"),
     U("algo.max_gen_rounds=4", msg="algo.max_gen_rounds = 4: refilling needs a filter "
       "(algo.group_filter = zero_variance); with none every round is kept"),
+    # ---- rules: forced length interruptions (ScaleRL)
+    U("rollout.interrupt_phrase=x", msg="rollout.interrupt_phrase = 'x': only used when "
+      "rollout.think_budget > 0"),
+    R("rollout.engine=vllm", "rollout.think_budget=6", msg="rollout.think_budget = 6: rollout.engine = "
+      "vllm has no forced length interruptions; use hf"),
+    R("rollout.think_budget=48", msg="rollout.think_budget = 48: must be < rollout.max_new_tokens (48)"),
+    U("model.scale=tiny-moe", "model.arch=llama", msg="model.arch = 'llama': no effect with "
+      "model.scale = tiny-moe (a Qwen2-MoE model)"),
+    R("algo.routing_replay=r3", msg="algo.routing_replay = 'r3': model.scale = tiny-1m is dense"),
+    # ---- rules: prompt retirement (No-Positive-Resampling) needs a finite training set
+    R("algo.retire=no_positive", msg="algo.retire = 'no_positive': needs a finite, cycling training "
+      "set (task.train_items > 0)"),
+    U("algo.retire_threshold=0.8", msg="algo.retire_threshold = 0.8: only used when algo.retire is "
+      "no_positive (it is none)"),
+    R("algo.retire=all", msg="algo.retire = 'all': allowed values are no_positive, none"),
 ]

@@ -301,7 +301,7 @@ def test_batch_std_before_or_after_the_zero_variance_filter_in_prepare():
         assert adv[:, 0].tolist() == pytest.approx([0.5 / std, -0.5 / std] * 2, rel=1e-5)
 
 
-@pytest.mark.parametrize("name", ["cispo", "cispo_band", "sapo", "gmpo", "dppo_tv", "dppo_kl"])
+@pytest.mark.parametrize("name", ["cispo", "cispo_band", "sapo", "gmpo", "dppo_tv", "dppo_kl", "vespo"])
 def test_all_equal_group_zero_advantage_gives_zero_loss_and_gradient(name):
     """A group whose rewards are all equal has A = 0 on every token: no loss, no gradient (so the
     loop may skip the row), for every new surrogate, at ratios near and far from 1."""
@@ -311,3 +311,40 @@ def test_all_equal_group_zero_advantage_gives_zero_loss_and_gradient(name):
     out = S[name](lr, torch.zeros(1, 4), lp, mask=torch.ones(1, 4), **algos.surrogate_knobs(name, a))
     out.loss.sum().backward()
     assert (out.loss == 0).all() and (lp.grad == 0).all()
+
+
+def test_adv_batch_scope_is_a_registry_whose_entries_pick_the_dropped_rows():
+    """algo.adv_batch_scope is a registry (the loop asks the entry, never the name): `kept` gives
+    None, `sampled` (counts_dropped) gives the (response_mask, rewards) of the rows not kept;
+    train._dropped hands those to prepare."""
+    from types import SimpleNamespace
+    from harness.loop.train import _dropped
+    assert algos.ADV_BATCH_SCOPES.where(counts_dropped=True) == ["sampled"]
+    mask = torch.arange(8).view(4, 2)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    sampled = SimpleNamespace(rewards=rewards, kept=torch.tensor([0, 1]),
+                              rollout=SimpleNamespace(response_mask=mask))
+    assert _dropped(sampled, SimpleNamespace(adv_batch_scope="kept")) is None
+    m, r = _dropped(sampled, SimpleNamespace(adv_batch_scope="sampled"))
+    assert m.tolist() == [[4, 5], [6, 7]] and r.tolist() == [1.0, 1.0]
+
+
+def test_vespo_kernel_values_and_gradient_by_hand():
+    """VESPO: phi(w) = exp(lam + k log w - lam w) of the response's summed log-ratio, detached;
+    L_t = -phi A log pi_t. By hand: response 1 (A = +1, k 2, lam 3), log-ratios 0.1 and -0.3 ->
+    log w = -0.2, phi = exp(3 - 0.4 - 3 e^-0.2); response 2 (A = -0.5, k 3, lam 2), on-policy ->
+    phi = 1; a far-off response (sum 30 -> clamped to 20) has phi ~ 0. Gradient of the summed loss
+    w.r.t. log pi_t is -phi A (the ratio carries no gradient)."""
+    a = load_config(None, ["algo.preset=vespo"]).algo
+    lp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7], [-1.0, -1.0]], requires_grad=True)
+    old = lp.detach() - torch.tensor([[0.1, -0.3], [0.0, 0.0], [15.0, 15.0]])
+    lr = lp - old
+    adv = torch.tensor([[1.0, 1.0], [-0.5, -0.5], [1.0, 1.0]])
+    out = S["vespo"](lr, adv, lp, mask=torch.ones(3, 2), **algos.surrogate_knobs("vespo", a))
+    phi1 = math.exp(3 - 0.4 - 3 * math.exp(-0.2))
+    assert out.loss[0].tolist() == pytest.approx([-phi1 * -1.0, -phi1 * -2.0], rel=1e-5)
+    assert out.loss[1].tolist() == pytest.approx([-1.0 * 0.5 * 0.5, -1.0 * 0.5 * 0.7], rel=1e-5)
+    assert out.loss[2].abs().max() < 1e-30 and out.clipped[2].all() and not out.clipped[:2].any()
+    out.loss.sum().backward()
+    assert lp.grad[0].tolist() == pytest.approx([-phi1, -phi1], rel=1e-5)
+    assert lp.grad[1].tolist() == pytest.approx([0.5, 0.5], rel=1e-5)

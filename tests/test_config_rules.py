@@ -170,10 +170,12 @@ def test_every_task_key_is_read_by_a_task_and_the_chain_sum_warm_start_key_is_un
     read = set(COMMON_KEYS).union(*(TASKS.meta(n).keys for n in TASKS.names()))
     assert read == set(fields)
     cfg = load_config(None, [])
-    math_keys = TASKS.meta("math").keys
+    # the keys of before the config split: every task key but math's (and, since issue 18, the
+    # countdown task's and the RL-only train_items, which chain_sum's warm start does not read)
+    later = set(TASKS.meta("math").keys) | (set(TASKS.meta("countdown").keys) - set(TASKS.meta("chain_sum").keys)) | {"train_items"}
     old = {"v": WARM_START_VERSION,
            "model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARM_START_MODEL_KEYS},
-           "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k not in math_keys},
+           "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k not in later},
            "warmup": dataclasses.asdict(cfg.warmup), "max_new_tokens": cfg.rollout.max_new_tokens,
            "tokenizer": "tok"}
     assert warm_start_key(cfg, "tok") == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]

@@ -56,7 +56,7 @@ def test_cli_help_documents_every_key_with_default_and_help():
 
 def test_scale_choices_come_from_the_scales_table():
     tp = type_hints(type(Config().model))["scale"]
-    assert typing.get_args(tp) == tuple(SCALES) == ("tiny-0.3m", "tiny-1m", "tiny-4m", "pretrained")
+    assert typing.get_args(tp) == tuple(SCALES) == ("tiny-0.3m", "tiny-1m", "tiny-4m", "tiny-moe", "pretrained")
     assert SCALES.where(from_path=True) == ["pretrained"]
 
 

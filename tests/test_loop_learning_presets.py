@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 STEPS = 60
 
 
-@pytest.mark.parametrize("preset", ["sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo"])
+@pytest.mark.parametrize("preset", ["sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo", "vespo"])
 def test_new_preset_learns_on_the_default_config(preset, tmp_path, cache_dir):
     cfg = load_config("configs/default.yaml", [
         f"algo.preset={preset}", f"run.results_dir={tmp_path}", f"run.cache_dir={cache_dir}",

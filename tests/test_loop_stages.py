@@ -375,7 +375,7 @@ def _presets():
 
 EXPECTED_PRESETS = {"ppo", "rloo", "grpo", "reinforce_pp", "reinforce_pp_baseline", "dr_grpo", "dapo",
                     "vapo", "gspo", "cispo", "minpro", "scalerl", "sapo", "gmpo", "dppo_tv", "dppo_kl",
-                    "luspo"}
+                    "luspo", "vespo"}
 
 
 def test_every_seed_algorithm_is_a_preset_citing_its_paper():

@@ -19,6 +19,9 @@ Every function of an axis shares one signature (each module's docstring has it a
 - rollout_correction (logp_train, logp_sampler, mask, *, cap, floor) -> token-loss weights or None
 - group_filter (scores (B,), group_size) -> (P,) bool, the groups kept
 - off_policy_mask (logp, logp_sampler, adv, mask, *, threshold) -> (B, 1) keep weights or None
+- adv_batch_scope (response_mask, rewards, kept) -> the dropped rows a batch statistic counts, or None
+- retire      (passes (N,), attempts (N,), *, threshold) -> (N,) bool, items of a finite train set never drawn again
+- routing_replay (natural (N, k), recorded (N, k)) -> the MoE experts the trainer's forward uses
 
 An axis that can be off (kl, rollout_correction, group_filter, off_policy_mask) has a registered `none` entry with
 properties saying what it needs (e.g. `needs_reference=False`), not a string sentinel.
@@ -30,10 +33,12 @@ from ..registry import Registry
 from .advantages import (ADVANTAGES, compute_gae, compute_value_targets, length_adaptive_lambda,
                          outcome_token_rewards, overlong_penalty)
 from .aggregations import AGGREGATIONS, positive_nll_weights
-from .filters import GROUP_FILTERS, informative_groups
+from .filters import ADV_BATCH_SCOPES, GROUP_FILTERS, informative_groups
 from .kl import KL_ESTIMATORS, KL_MODES
 from .off_policy import OFF_POLICY_MASKS, OLD_LOGPROBS, ROLLOUT_CORRECTIONS, mismatch_log_ratio
 from .ratios import RATIOS
+from .retire import RETIREMENTS
+from .routing import ROUTING_REPLAYS
 from .surrogates import SURROGATES, SurrogateOut, surrogate_knobs
 
 # config field (algo.<axis>) -> its registry
@@ -41,11 +46,12 @@ REGISTRIES: dict[str, Registry] = {
     "advantage": ADVANTAGES, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
     "kl": KL_ESTIMATORS, "kl_mode": KL_MODES, "old_logprobs": OLD_LOGPROBS,
     "rollout_correction": ROLLOUT_CORRECTIONS, "group_filter": GROUP_FILTERS,
-    "off_policy_mask": OFF_POLICY_MASKS,
+    "off_policy_mask": OFF_POLICY_MASKS, "adv_batch_scope": ADV_BATCH_SCOPES,
+    "retire": RETIREMENTS, "routing_replay": ROUTING_REPLAYS,
 }
 
-__all__ = ["ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
-           "OLD_LOGPROBS", "surrogate_knobs",
+__all__ = ["ADV_BATCH_SCOPES", "ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
+           "OLD_LOGPROBS", "RETIREMENTS", "ROUTING_REPLAYS", "surrogate_knobs",
            "RATIOS", "REGISTRIES", "ROLLOUT_CORRECTIONS", "SURROGATES", "SurrogateOut", "compute_gae",
            "compute_value_targets", "informative_groups", "length_adaptive_lambda",
            "mismatch_log_ratio", "outcome_token_rewards", "overlong_penalty", "positive_nll_weights"]

@@ -8,6 +8,10 @@ sampling, Yu et al. 2025, arXiv 2503.14476, Sec. 3.2). The filter reads the veri
 (correctness), not the shaped reward: DAPO filters on accuracy, so an overlong penalty does not
 make an all-correct group "informative". Property: drops (it can remove groups, so refilling
 rounds make sense).
+
+adv_batch_scope: (response_mask (B, T), rewards (B,), kept (B,) bool) -> (mask, rewards) of the rows a
+batch-level advantage's statistics also count beyond the kept ones, or None. Property:
+counts_dropped (the statistics see the dropped rows).
 """
 
 from __future__ import annotations
@@ -38,3 +42,24 @@ def keep_informative_groups(scores: torch.Tensor, group_size: int) -> torch.Tens
     al. 2025, arXiv 2510.13786; DAPO's dynamic-sampling filter): only groups with
     0 < #correct < G keep a non-zero advantage."""
     return informative_groups(scores, group_size)
+
+
+ADV_BATCH_SCOPES = Registry("algo.adv_batch_scope", counts_dropped=False)
+
+
+@ADV_BATCH_SCOPES.register("kept")
+def scope_kept(response_mask: torch.Tensor, rewards: torch.Tensor, kept: torch.Tensor) -> None:
+    """Batch statistics (batch std, whitening) over the groups the filter kept only: the filter
+    runs before the advantage (ScaleRL's text, Khatri et al. 2025, arXiv 2510.13786, fixes no
+    order; this is the default)."""
+    return None
+
+
+@ADV_BATCH_SCOPES.register("sampled", counts_dropped=True)
+def scope_sampled(response_mask: torch.Tensor, rewards: torch.Tensor, kept: torch.Tensor) -> tuple:
+    """Batch statistics over every sampled group (ScaleRL, Khatri et al. 2025, arXiv 2510.13786,
+    read the other way): the dropped zero-variance groups count with
+    their advantage 0 (the statistic is taken before the filter; it lowers the std). Returns the
+    dropped rows' (response_mask, rewards)."""
+    out = ~kept
+    return response_mask[out], rewards[out]

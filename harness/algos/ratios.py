@@ -58,7 +58,10 @@ MINPRO_NOTE = """
     gradient when any single-step ratio in the prefix is small" (emergentmind). The paper's own
     objective could NOT be read: the stored copies of its text (arxiv.org/html/2601.22718v1 and a
     markdown mirror) return only their first ~2,000 characters through the search tool, which
-    end before the method section (issue 18, item 7: not verified). So whether the minimum runs
+    end before the method section (issue 18, item 7: not verified). A second search (issue 18,
+    part 2: six pages-corpus queries on the objective's terms, find_string on "Minimum Prefix
+    Ratio", "MinPRO", "2601.22718", and the code corpus) found no copy past Figure 1's caption and
+    no implementation: no equation of the paper can be quoted here. So whether the minimum runs
     over j < t or j <= t, whether it is capped at 1, and where it sits relative to the clip are
     our readings; the two placements are two values (`prefix_min`, `prefix_min_weight`).
 """

@@ -10,7 +10,8 @@ rule), so a record never shows a setting that did nothing. Knobs and their meani
 - weight_cap: an ABSOLUTE cap of a detached importance weight, sg(min(rho, cap)): CISPO as
   MiniMax-M1/ScaleRL/TRL write it (eps_max; TRL `epsilon_high` 5), DPPO's truncation (verl
   `clip_ratio_c`, 20 in its code);
-- tau_pos/tau_neg: SAPO's gate temperatures; div_low/div_high: DPPO's divergence thresholds.
+- tau_pos/tau_neg: SAPO's gate temperatures; div_low/div_high: DPPO's divergence thresholds;
+- vespo_k_pos/lambda_pos/k_neg/lambda_neg: VESPO's Gamma kernel of the sequence weight.
 
 Other properties: uses_ratio (an importance ratio enters the loss; without one, only on-policy
 updates are unbiased), constant_per_response (every token of a response carries one value, GMPO:
@@ -189,3 +190,34 @@ def compute_dppo_kl_loss(log_ratio, adv, logp, *, mask=None, div_low: float, div
     d = p_old * (-log_ratio) + (1 - p_old) * torch.log((1 - p_old + 1e-8) / (1 - p + 1e-8))
     keep = torch.where(adv > 0, (d <= div_high) | (p <= p_old), (d <= div_low) | (p >= p_old))
     return _dppo(adv, logp, log_ratio, keep, weight_cap)
+
+
+@SURROGATES.register("vespo", token_ratio_only=True,
+                     keys=("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"))
+def compute_vespo_loss(log_ratio, adv, logp, *, mask, vespo_k_pos: float, vespo_lambda_pos: float,
+                       vespo_k_neg: float, vespo_lambda_neg: float):
+    """VESPO: a detached Gamma-shaped reshaping of the SEQUENCE importance weight scales a
+    REINFORCE term. Per response i, with w_i = exp(sum_t clamp(log rho_t, -20, 20)) clamped to
+    [1e-8, e^20] (no length normalisation):
+
+        phi_i = w_i^k exp(lambda (1 - w_i)) = exp(lambda + k log w_i - lambda w_i),
+        L_t = -sg(phi_i) A_t log pi_t,
+
+    (k, lambda) = (k_pos, lambda_pos) where A >= 0, (k_neg, lambda_neg) where A < 0 (TRL defaults
+    2, 3 and 3, 2). phi(1) = 1 (on-policy: the policy gradient), phi peaks at w = k / lambda and
+    vanishes for w -> 0 and w -> inf, so stale or mismatched responses fade instead of being clipped.
+
+    Shen et al. 2026, VESPO: Variational Sequence-level Soft Policy Optimization (arXiv
+    2602.10693). The kernel and clamps as TRL `loss_type=vespo` (`get_gamma_weights`, read in a
+    mirror of it); the paper's own derivation was not read. `clipped`: responses whose sequence
+    log-weight hit a clamp.
+    """
+    lower = -18.420680743952367  # log(1e-8)
+    seq = (torch.clamp(log_ratio, -20.0, 20.0) * mask).sum(-1, keepdim=True)
+    log_w = torch.clamp(seq, lower, 20.0)
+    pos = adv >= 0
+    k = torch.where(pos, torch.full_like(adv, vespo_k_pos), torch.full_like(adv, vespo_k_neg))
+    lam = torch.where(pos, torch.full_like(adv, vespo_lambda_pos), torch.full_like(adv, vespo_lambda_neg))
+    phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w)).detach()
+    hit = ((seq <= lower) | (seq >= 20.0)).expand_as(logp)
+    return SurrogateOut(-phi * adv * logp, hit & mask.bool())

@@ -93,6 +93,9 @@ def check_model(cfg: Config) -> None:
     elif m.path:
         raise ConfigError(f"model.path = {m.path!r}: only allowed with model.scale = {loads} "
                           f"(got {m.scale})")
+    if SCALES.meta(m.scale).moe:  # a Mixture-of-Experts shape is a Qwen2-MoE whatever the arch
+        _unused("model", m, ModelCfg, ("arch",), f"no effect with model.scale = {m.scale} (a "
+                f"Qwen2-MoE model)")
     if m.param_dtype == "bf16" and m.dtype != "bf16":
         raise ConfigError("model.param_dtype = 'bf16': needs model.dtype = bf16 (bf16 weights under "
                           "fp32 compute would only add casts)")
@@ -168,6 +171,17 @@ def check_warmup(cfg: Config) -> None:
 def check_rollout(cfg: Config) -> None:
     """Batch shape: minibatches hold whole groups; group-relative estimators need groups."""
     r, a = cfg.rollout, cfg.algo
+    if r.think_budget == 0:
+        _unused("rollout", r, RolloutCfg, ("interrupt_phrase",), "only used when "
+                "rollout.think_budget > 0 (forced length interruptions are off)")
+    elif r.think_budget >= r.max_new_tokens:
+        raise ConfigError(f"rollout.think_budget = {r.think_budget}: must be < "
+                          f"rollout.max_new_tokens ({r.max_new_tokens}), which leaves the answer's "
+                          f"budget after the interruption phrase")
+    elif not ENGINES.meta(r.engine).interrupts:
+        raise ConfigError(f"rollout.think_budget = {r.think_budget}: rollout.engine = {r.engine} "
+                          f"has no forced length interruptions; use "
+                          f"{_names(ENGINES, interrupts=True)}")
     if a.minibatches > r.prompts_per_step:
         raise ConfigError(f"algo.minibatches = {a.minibatches}: must be <= "
                           f"rollout.prompts_per_step ({r.prompts_per_step}); minibatches "
@@ -296,7 +310,7 @@ def check_off_policy(cfg: Config) -> None:
 
 def check_filter(cfg: Config) -> None:
     a = cfg.algo
-    if a.adv_batch_scope != _default(AlgoCfg, "adv_batch_scope"):
+    if algos.ADV_BATCH_SCOPES.meta(a.adv_batch_scope).counts_dropped:
         adv = algos.ADVANTAGES.meta(a.advantage)
         if not algos.GROUP_FILTERS.meta(a.group_filter).drops:
             raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: no effect with "
@@ -308,6 +322,21 @@ def check_filter(cfg: Config) -> None:
             raise ConfigError(f"algo.adv_batch_scope = {a.adv_batch_scope!r}: the dropped groups "
                               f"would need critic values / reference log-probs; use kept with "
                               f"advantage {a.advantage!r} or algo.kl = {a.kl}")
+    if algos.ROUTING_REPLAYS.meta(a.routing_replay).replays:
+        if not SCALES.meta(cfg.model.scale).moe:
+            raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: model.scale = "
+                              f"{cfg.model.scale} is dense (no router to replay); use "
+                              f"{_names(SCALES, moe=True)}")
+        if not ENGINES.meta(cfg.rollout.engine).records_routing:
+            raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: rollout.engine = "
+                              f"{cfg.rollout.engine} does not record the experts it chose; use "
+                              f"{_names(ENGINES, records_routing=True)}")
+    if algos.RETIREMENTS.meta(a.retire).active and cfg.task.train_items == 0:
+        raise ConfigError(f"algo.retire = {a.retire!r}: needs a finite, cycling training set "
+                          f"(task.train_items > 0); the default stream never repeats an item")
+    if not algos.RETIREMENTS.meta(a.retire).active:
+        _unused("algo", a, AlgoCfg, ("retire_threshold",), f"only used when algo.retire is "
+                f"{_names(algos.RETIREMENTS, active=True)} (it is {a.retire})")
     if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = {_names(algos.GROUP_FILTERS, drops=True)}); with "

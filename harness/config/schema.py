@@ -81,9 +81,10 @@ class ModelCfg:
 
 @dataclass
 class TaskCfg:
-    name: Literal["chain_sum", "math"] = F(
+    name: Literal["chain_sum", "math", "countdown"] = F(
         "chain_sum", "chain_sum = procedural (reasoning-gym generator); math = GSM8K/MATH-style "
-        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md)")
+        "problems from local JSONL/Parquet files, checked by math-verify (docs/tasks.md); "
+        "countdown = reasoning-gym's Countdown (reach a target with + - * /; Lian 2025)")
     train_path: Optional[str] = F(None, "math: training problems (.jsonl or .parquet)")
     in_dist_path: Optional[str] = F(None, "math: the in-distribution eval set (e.g. GSM8K test)")
     held_out_path: Optional[str] = F(None, "math: the held-out eval set (e.g. MATH when training "
@@ -92,9 +93,16 @@ class TaskCfg:
                              "math: the prompt; {problem} is replaced by the item's problem")
     chat_template: bool = F(False, "math: wrap the prompt in the tokenizer's chat template "
                             "(instruct models)")
+    train_items: int = F(0, "every task: 0 = the task's own training stream (chain_sum: fresh items, "
+                         "never repeated); N > 0 = a finite training set, the stream's first N "
+                         "items, cycled in a seeded order (a new permutation each pass); needed by "
+                         "algo.retire", lo=0)
     n_terms: int = F(2, "operands per chain", lo=2, hi=8)
     min_digits: int = F(1, "fewest digits per operand", lo=1, hi=4)
     max_digits: int = F(2, "most digits per operand", lo=1, hi=4)
+    n_numbers: int = F(3, "countdown: numbers per item (held-out: one more)", lo=2, hi=6)
+    max_value: int = F(20, "countdown: the largest number", lo=2, hi=1000)
+    max_target: int = F(100, "countdown: the largest target (targets from 1)", lo=1, hi=100000)
     cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
@@ -156,6 +164,15 @@ class RolloutCfg:
     max_new_tokens: int = F(48, "generation limit; longer responses are truncated", lo=1)
     temperature: float = F(1.0, "sampling temperature", lo=0, lo_open=True)
     top_p: float = F(1.0, "nucleus sampling mass", lo=0, hi=1, lo_open=True)
+    think_budget: int = F(0, "forced length interruptions (ScaleRL): a training response that has "
+                          "not ended after this many sampled tokens gets rollout.interrupt_phrase "
+                          "appended (forced, never trained on) and answers within the rest of "
+                          "max_new_tokens; logged as rollout/interrupted_frac; eval is not "
+                          "interrupted; 0 = off", lo=0)
+    interrupt_phrase: str = F("", "the end-of-thinking phrase of a forced interruption; empty = the "
+                              "task's own (chain_sum compact: '=', 'state the result'; full prompts "
+                              "and math: ScaleRL's 'Okay, time is up. Let me stop thinking and "
+                              "formulate a final answer now.')")
 
 
 @dataclass
@@ -182,6 +199,10 @@ class AlgoCfg:
     div_low: float = F(0.15, "dppo: divergence threshold for A <= 0 (binary TV |p - p_old| or binary "
                        "KL of the sampled token; verl recipe TV 0.15, KL 0.05)", lo=0, lo_open=True)
     div_high: float = F(0.15, "dppo: divergence threshold for A > 0", lo=0, lo_open=True)
+    vespo_k_pos: float = F(2.0, "vespo: Gamma kernel shape k for A >= 0 (TRL 2)", lo=0)
+    vespo_lambda_pos: float = F(3.0, "vespo: Gamma kernel rate lambda for A >= 0 (TRL 3)", lo=0)
+    vespo_k_neg: float = F(3.0, "vespo: Gamma kernel shape k for A < 0 (TRL 3)", lo=0)
+    vespo_lambda_neg: float = F(2.0, "vespo: Gamma kernel rate lambda for A < 0 (TRL 2)", lo=0)
     entropy_coef: float = F(0.0, "entropy bonus: loss -= entropy_coef * sum(w * H_t), H_t the "
                             "policy's entropy at token t, w the aggregation's weights (verl "
                             "entropy_coeff; TRL entropy_coef); 0 = off", lo=0)
@@ -213,11 +234,11 @@ class AlgoCfg:
                             "prompts_per_step fresh prompts until prompts_per_step groups pass "
                             "group_filter (surplus dropped; at the cap, train on what passed); "
                             "1 = no refill", lo=1)
-    adv_batch_scope: Literal["kept", "sampled"] = F(
+    adv_batch_scope: str = F(
         "kept", "which responses a batch-level advantage's statistics (batch std / whitening) are "
         "taken over when group_filter drops groups: kept = after the filter (only the kept groups), "
         "sampled = before it (the dropped zero-variance groups count, with advantage 0); ScaleRL's "
-        "text fixes neither order")
+        "text fixes neither order", choices_from="adv_batch_scope")
     mask_truncated: bool = F(False, "overlong filtering (DAPO): responses cut off at "
                              "rollout.max_new_tokens are masked out of the loss (they still count "
                              "in group statistics)")
@@ -257,6 +278,18 @@ class AlgoCfg:
     off_policy_mask_threshold: float = F(0.5, "dsv32: the threshold delta on the response's mean "
                                          "log(pi_sampler / pi) (TRL off_policy_mask_threshold)",
                                          lo=0, lo_open=True)
+    retire: str = F(
+        "none", "prompt retirement from a finite, cycling training set (task.train_items > 0): "
+        "no_positive = ScaleRL's No-Positive-Resampling, an item whose historical pass rate "
+        "(correct / sampled responses over the run) reaches retire_threshold is never drawn again; "
+        "none = off", choices_from="retire")
+    retire_threshold: float = F(0.9, "no_positive: the historical pass rate at which an item "
+                                "retires (ScaleRL 0.9)", lo=0, hi=1, lo_open=True)
+    routing_replay: str = F(
+        "none", "Mixture-of-Experts models (model.scale tiny-moe): r3 = Rollout Routing Replay, the "
+        "trainer's forward uses the experts the sampler chose for each token; none = the trainer "
+        "routes by its own top-k. Either way the fraction of response tokens whose expert set "
+        "differs is logged (moe/routing_changed_frac)", choices_from="routing_replay")
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 

@@ -8,7 +8,9 @@ after every step's updates. Optional extras are registered lazily: `ENGINES["vll
 
 Properties: own_weights (a separate copy, synced after updates; the simulated rollout lag keeps a
 second HF model instead), needs_cuda, fp32_lm_head (the sampler can compute the LM head in fp32),
-uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts). Both engines load lazily, so the
+uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts), interrupts (forced length
+interruptions: `generate(..., think_budget=B, interrupt=phrase)`), records_routing (an MoE model's
+experts per sampled token come back in `Rollout.routing_*`, for routing replay). Both engines load lazily, so the
 config rules read these properties without importing transformers.
 """
 
@@ -17,7 +19,8 @@ from __future__ import annotations
 from ..registry import Registry
 
 ENGINES = Registry("rollout.engine", own_weights=False, needs_cuda=False, fp32_lm_head=True,
-                   uses_gpu_memory_utilization=False)
+                   uses_gpu_memory_utilization=False, interrupts=False,
+                   records_routing=False)
 
 
 def _hf():
@@ -25,7 +28,7 @@ def _hf():
     return HFEngine
 
 
-ENGINES.register_lazy("hf", _hf)
+ENGINES.register_lazy("hf", _hf, interrupts=True, records_routing=True)
 
 
 def _vllm():

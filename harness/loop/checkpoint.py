@@ -3,7 +3,8 @@
 `last.pt` is written atomically and the previous one is kept as `prev.pt` (a fallback if last.pt
 is ever unreadable); both carry a checksum (`storage.save_checkpoint_file`). A checkpoint holds the
 policy, its optimizer and scheduler, both RNG states, the counters, and the state of the optional
-parts (the critic and its optimizer, the lagged sampler's snapshots). Rank 0 writes; every rank
+parts (the critic and its optimizer, the lagged sampler's snapshots, a finite training set's
+per-item history). Rank 0 writes; every rank
 resumes from it.
 """
 
@@ -29,6 +30,8 @@ def save(p: Parts, ckpt_dir: Path) -> None:
                                          "critic_optim": p.critic.optimizer.state_dict()}
     if p.lagged is not None:
         extra["lag_snapshots"] = list(p.lagged.snapshots)
+    if p.train_set is not None and p.train_set.finite:  # per-item history (prompt retirement)
+        extra["train_set"] = p.train_set.state_dict()
     obj = {"model": policy_state(p.policy), "optim": p.optimizer.state_dict(),
            "sched": p.scheduler.state_dict(), "rng_torch": torch.get_rng_state(),
            "rng_python": random.getstate(), "state": p.counters.to_dict(), **extra}
@@ -60,6 +63,8 @@ def restore(p: Parts, ckpt: dict) -> None:
     if p.lagged is not None:
         p.lagged.snapshots.clear()
         p.lagged.snapshots.extend(ckpt["lag_snapshots"])
+    if "train_set" in ckpt:
+        p.train_set.load_state_dict(ckpt["train_set"])
     p.optimizer.load_state_dict(ckpt["optim"])
     p.scheduler.load_state_dict(ckpt["sched"])
     torch.set_rng_state(ckpt["rng_torch"])

@@ -134,6 +134,10 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
         row["policy/off_policy_masked_frac"] = sums["opm_masked"] / max(sums["opm_seqs"], 1.0)
     if "entropy_bonus" in sums:  # the bonus term sum(w * H), mean over the step's updates
         row["loss/entropy_bonus"] = sums["entropy_bonus"] / max(len(upd.loss), 1)
+    if "routing_counted" in sums:  # MoE: response tokens routed differently from the sampler
+        row["moe/routing_changed_frac"] = sums["routing_changed"] / max(sums["routing_counted"], 1.0)
+    if ro_all.forced is not None:  # forced length interruptions: the fraction of responses cut
+        row["rollout/interrupted_frac"] = ro_all.forced.any(-1).float().mean().item()
     return row
 
 

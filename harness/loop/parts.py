@@ -24,6 +24,7 @@ from ..models import (count_params, device_for, get_tokenizer, is_lora, load_pol
                       policy_state, prepare_policy)
 from ..tasks import Task, make_task
 from ..models import ValueModel
+from .data import TrainSet
 from .metrics import ComputeMeter, Counters
 from .warm_start import get_warm_start, load_warm_model
 
@@ -76,6 +77,7 @@ class Parts:
     reference: torch.nn.Module | None = None
     critic: Critic | None = None
     lagged: LaggedSampler | None = None
+    train_set: TrainSet | None = None  # the training prompts (stream or finite set + history)
 
     @property
     def meter(self) -> ComputeMeter:
@@ -160,4 +162,6 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     return Parts(cfg=cfg, dp=dp, device=device, task=task, tok=tok, warm_path=warm_path,
                  warm_info=warm_info, policy=policy, n_params=count_params(policy), optimizer=opt,
                  scheduler=sched, engine=engine, sampler=sampler, eval_sets=eval_sets,
-                 reference=reference, critic=critic, lagged=lagged)
+                 reference=reference, critic=critic, lagged=lagged,
+                 train_set=TrainSet(task, cfg.task.train_items, cfg.run.seed, a.retire,
+                                    a.retire_threshold))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import algos
-from ..batch import Rollout, StepBatch, loss_mask_of
+from ..batch import Rollout, StepBatch, loss_mask_of, sampled_mask
 from ..models import reference_context, sequence_logprobs
 from .critic import critic_targets, explained_variance
 from .finite import check_finite
@@ -34,14 +34,17 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
     """`dropped`: (response_mask, rewards) of the rows the group filter dropped, when the advantage's
     batch statistics are taken before the filter (algo.adv_batch_scope = sampled)."""
     a, r = p.cfg.algo, p.cfg.rollout
-    mask = ro.response_mask.float()                                      # (B, T)
+    mask = sampled_mask(ro)                   # (B, T) sampled tokens (a forced phrase is not)
     loss_mask = loss_mask_of(ro, a.mask_truncated)
     out = Prepared(batch=None)
+
+    routing = None if ro.routing_prompt is None else (  # MoE: the sampler's experts, the choice
+        ro.routing_prompt, ro.routing_resp, algos.ROUTING_REPLAYS[a.routing_replay])
 
     def trainer_logprobs() -> torch.Tensor:
         with torch.no_grad():
             logp, _ = sequence_logprobs(p.policy, ro.prompt_ids, ro.prompt_mask, ro.response_ids,
-                                        ro.response_mask, r.temperature)
+                                        ro.response_mask, r.temperature, routing=routing)
         p.meter.forward(p.n_params, ro)
         return logp
 
@@ -84,5 +87,6 @@ def prepare(p: Parts, ro: Rollout, rewards: torch.Tensor, scores: torch.Tensor, 
                           loss_mask=loss_mask, adv=adv, logp_old=logp_old, correct=scores > 0,
                           logp_ref=logp_ref, value_targets=value_targets, correction=correction,
                           logp_sampler=ro.logprobs if algos.OFF_POLICY_MASKS.meta(
-                              a.off_policy_mask).active else None)
+                              a.off_policy_mask).active else None,
+                          routing_prompt=ro.routing_prompt, routing_resp=ro.routing_resp)
     return out

@@ -68,16 +68,23 @@ def sample(p: Parts) -> Sampled:
     if p.lagged is not None:  # the policy of min(rollout_lag, updates so far) updates ago
         p.lagged.load_behaviour_policy()
 
+    drawn: list[int] | None = []  # the finite set's item indices, in draw order
+
     def draw(n: int) -> list:  # data parallel: every rank draws all, keeps its share
-        got, c.cursor = p.task.take("train", c.cursor, n * dp.world)
+        nonlocal drawn
+        got, ids, c.cursor = p.train_set.take(c.cursor, n * dp.world)
+        drawn = None if ids is None else drawn + ids[dp.rank::dp.world]
         return got[dp.rank::dp.world]
 
+    interrupt = {} if not r.think_budget else {  # forced length interruptions (ScaleRL)
+        "think_budget": r.think_budget, "interrupt": r.interrupt_phrase or p.task.interrupt_phrase}
     ro, _, scores, kept, rounds = collect_groups(
         lambda prompts: p.sampler.generate(prompts, max_new_tokens=r.max_new_tokens,
-                                           temperature=r.temperature, top_p=r.top_p),
+                                           temperature=r.temperature, top_p=r.top_p, **interrupt),
         draw, p.task.score, n_groups=r.prompts_per_step // dp.world, group_size=r.group_size,
         group_filter=algos.GROUP_FILTERS[a.group_filter], max_rounds=a.max_gen_rounds,
         pad_id=p.tok.pad_token_id)
+    p.train_set.record(drawn, scores, r.group_size)  # per-item history (finite set only)
     p.meter.generated(p.n_params, ro)  # discarded generations cost compute too
     rewards = scores + algos.overlong_penalty(ro.lengths, max_len=r.max_new_tokens,
                                               cache=a.overlong_cache)  # DAPO shaping

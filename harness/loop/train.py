@@ -26,7 +26,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from .. import distributed, faults
+from .. import algos, distributed, faults
 from ..config import Config, config_from_dict, dump_yaml
 from ..cpu import tune_malloc
 from ..storage import MetricsLog, atomic_write_text, file_lock, remove_stale_tmp, write_json
@@ -245,6 +245,7 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
     row = train_row(step, sampled, n_groups, lag, upd, prep, group_size=cfg.rollout.group_size,
                     with_reference=p.reference is not None, pos_nll=cfg.algo.pos_nll_coef > 0,
                     sync_s=sync_s, optimizer_lr=p.scheduler.get_last_lr()[0], dt=time.time() - t0)
+    row |= p.train_set.stats()  # a finite training set: retired / seen items (else nothing)
     if pretrain_losses:  # once, in the first row after VAPO value pretraining
         row["value/pretrain_loss_first"] = pretrain_losses[0]
         row["value/pretrain_loss_last"] = pretrain_losses[-1]
@@ -253,12 +254,10 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
 
 def _dropped(sampled, a):
     """(response_mask, rewards) of the rows the group filter dropped, when a batch-level advantage's
-    statistics are taken before the filter (algo.adv_batch_scope = sampled); else None."""
-    if a.adv_batch_scope != "sampled":
-        return None
-    out = torch.ones(len(sampled.rewards), dtype=torch.bool)
-    out[sampled.kept] = False
-    return sampled.rollout.response_mask[out], sampled.rewards[out]
+    statistics count them (the scope's `counts_dropped`, algo.adv_batch_scope); else None."""
+    kept = torch.zeros(len(sampled.rewards), dtype=torch.bool)
+    kept[sampled.kept] = True
+    return algos.ADV_BATCH_SCOPES[a.adv_batch_scope](sampled.rollout.response_mask, sampled.rewards, kept)
 
 
 def _compute_cols(p: Parts, f: RunFiles) -> dict:

@@ -27,6 +27,7 @@ from .. import algos, distributed, faults
 from ..batch import StepBatch, minibatch_rows
 from ..config import AlgoCfg
 from ..models import sequence_logprobs
+from ..moe import RouterTape
 from .critic import critic_step
 from .finite import check_finite
 from .metrics import mismatch_stats
@@ -118,8 +119,15 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         forwarded = True
         micro = b.rows(j)
         m = micro.loss_mask
+        routing = None if micro.routing_prompt is None else (  # MoE: replay or measure routing
+            micro.routing_prompt, micro.routing_resp, algos.ROUTING_REPLAYS[a.routing_replay])
         logp, ent = sequence_logprobs(model, micro.prompt_ids, micro.prompt_mask, micro.response_ids,
-                                      micro.response_mask, temperature, with_entropy=True)
+                                      micro.response_mask, temperature, with_entropy=True,
+                                      routing=routing)
+        if routing is not None:  # tokens whose expert set differs from the sampler's
+            changed, counted = RouterTape.attach(model).last
+            st["routing_changed"] = st.get("routing_changed", 0.0) + changed
+            st["routing_counted"] = st.get("routing_counted", 0.0) + counted
         log_ratio = algos.RATIOS[a.ratio](logp, micro.logp_old, m)
         out = algos.SURROGATES[a.surrogate](log_ratio, micro.adv, logp, mask=m, **knobs)
         token_loss = out.loss if micro.correction is None else out.loss * micro.correction

@@ -26,7 +26,7 @@ from ..engines import HFEngine
 from ..models import build_model, count_params, device_for, load_model, sequence_logprobs
 from ..scales import from_path
 from ..storage import file_lock, write_json
-from ..tasks import COMMON_KEYS, TASKS
+from ..tasks import COMMON_KEYS, RL_ONLY_KEYS, TASKS
 from .evaluate import evaluate
 from .metrics import forward_flops, train_flops
 
@@ -44,7 +44,8 @@ def warm_start_key(cfg: Config, tok_name: str) -> str:
     # only what the warm-up itself uses: dtype, LoRA etc. are applied to the RL policy afterwards
     model = {k: v for k, v in dataclasses.asdict(cfg.model).items() if k in WARM_START_MODEL_KEYS}
     # the task keys the chosen task reads (TASKS property `keys`): any other one is at its default
-    reads = set(COMMON_KEYS) | set(TASKS.meta(cfg.task.name).keys)
+    # (train_items only sizes the RL training set: the same warm start serves every size)
+    reads = (set(COMMON_KEYS) | set(TASKS.meta(cfg.task.name).keys)) - set(RL_ONLY_KEYS)
     d = {"v": WARM_START_VERSION, "model": model,
          "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k in reads},
          "warmup": dataclasses.asdict(cfg.warmup),

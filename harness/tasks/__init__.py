@@ -10,14 +10,16 @@ returns the one-line message of a broken rule (so tasks never import the config 
 from __future__ import annotations
 
 from ..registry import Registry
-from . import chain_sum, math_problems
+from . import chain_sum, countdown, math_problems
 from .base import SPLIT_SEED, Item, Task
 
-COMMON_KEYS = ("name",)  # task.* keys every task reads
+COMMON_KEYS = ("name", "train_items")  # task.* keys every task reads (train_items: the loop)
+RL_ONLY_KEYS = ("train_items",)  # read by the RL loop only: not part of the warm start's identity
 
 TASKS = Registry("task.name", keys=(), check=None)
 TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS, check=chain_sum.check)
 TASKS.add("math", math_problems.from_config, keys=math_problems.KEYS, check=math_problems.check)
+TASKS.add("countdown", countdown.from_config, keys=countdown.KEYS, check=countdown.check)
 
 
 def make_task(cfg) -> Task:
@@ -25,4 +27,4 @@ def make_task(cfg) -> Task:
     return TASKS[cfg.task.name](cfg)
 
 
-__all__ = ["COMMON_KEYS", "Item", "SPLIT_SEED", "TASKS", "Task", "make_task"]
+__all__ = ["COMMON_KEYS", "RL_ONLY_KEYS", "Item", "SPLIT_SEED", "TASKS", "Task", "make_task"]

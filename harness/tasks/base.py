@@ -9,6 +9,8 @@ A task (one file per task in this package, registered in `harness.tasks.TASKS`) 
     score(response, item) -> float                    the verifier (1.0 correct, else 0.0)
     corpus(n) -> texts                                what a tiny model's tokenizer is trained on
     use_chat_template(tok)                            optional: render prompts through a template
+    interrupt_phrase                                  the end-of-thinking phrase a forced length
+                                                      interruption appends (rollout.think_budget)
 
 Splits: train, warmup, warmup_check (the warm start's validation), in_dist, held_out.
 """
@@ -30,7 +32,15 @@ class Item:
     entry: dict      # the source's raw item (for the task's own scorer)
 
 
+# ScaleRL's forced-interruption phrase (Khatri et al. 2025, arXiv 2510.13786), as we read it; the
+# paper's exact wording (and its closing </think> tag, which a non-thinking model does not use)
+# could not be re-checked here
+SCALERL_INTERRUPT = "\nOkay, time is up. Let me stop thinking and formulate a final answer now.\n"
+
+
 class Task(Protocol):
+    interrupt_phrase: str
+
     def take(self, split: str, cursor: int, n: int) -> tuple[list[Item], int]: ...
     def eval_set(self, split: str, n: int) -> list[Item]: ...
     def score(self, response: str, item: Item) -> float: ...

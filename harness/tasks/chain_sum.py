@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ..scales import from_path
-from .base import SPLIT_SEED, Item
+from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
 KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup")
@@ -66,6 +66,9 @@ class ChainSumTask:
         self.cfg = cfg
         self.compact = compact
         self._ds: dict = {}
+        # a forced interruption: '=' asks a tiny model for the result of the chain so far (the
+        # answer is read after the last '='); full prompts get ScaleRL's sentence
+        self.interrupt_phrase = "=" if compact else SCALERL_INTERRUPT
 
     def _dataset(self, split: str):
         if split not in self._ds:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..scales import SCALES, from_path
-from .base import SPLIT_SEED, Item
+from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 # the task.* keys this task reads (any other task key must keep its default: config rules)
@@ -113,6 +113,8 @@ class _Files:
 class MathTask:
     """Train / in-dist / held-out streams of file-backed math problems (the `tasks.base.Task`
     interface: take, eval_set, score, corpus, use_chat_template)."""
+
+    interrupt_phrase = SCALERL_INTERRUPT  # a forced length interruption's phrase
 
     def __init__(self, cfg):
         self.cfg = cfg
