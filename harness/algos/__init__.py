@@ -19,6 +19,8 @@ Every function of an axis shares one signature (each module's docstring has it a
 - rollout_correction (logp_train, logp_sampler, mask, *, cap, floor) -> token-loss weights or None
 - group_filter (scores (B,), group_size) -> (P,) bool, the groups kept
 - off_policy_mask (logp, logp_sampler, adv, mask, *, threshold) -> (B, 1) keep weights or None
+- paradigm    online | offline (properties only: `offline`)
+- offline_loss (PairLogps, *, <the algo keys in its `keys` property>, state) -> OfflineOut
 
 An axis that can be off (kl, rollout_correction, group_filter, off_policy_mask) has a registered `none` entry with
 properties saying what it needs (e.g. `needs_reference=False`), not a string sentinel.
@@ -32,6 +34,7 @@ from .advantages import (ADVANTAGES, compute_gae, compute_value_targets, length_
 from .aggregations import AGGREGATIONS, positive_nll_weights
 from .filters import GROUP_FILTERS, informative_groups
 from .kl import KL_ESTIMATORS, KL_MODES
+from .offline import OFFLINE_KEYS, OFFLINE_LOSSES, PARADIGMS, OfflineOut, PairLogps, offline_knobs
 from .off_policy import OFF_POLICY_MASKS, OLD_LOGPROBS, ROLLOUT_CORRECTIONS, mismatch_log_ratio
 from .ratios import RATIOS
 from .surrogates import SURROGATES, SurrogateOut, surrogate_knobs
@@ -41,10 +44,11 @@ REGISTRIES: dict[str, Registry] = {
     "advantage": ADVANTAGES, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
     "kl": KL_ESTIMATORS, "kl_mode": KL_MODES, "old_logprobs": OLD_LOGPROBS,
     "rollout_correction": ROLLOUT_CORRECTIONS, "group_filter": GROUP_FILTERS,
-    "off_policy_mask": OFF_POLICY_MASKS,
+    "off_policy_mask": OFF_POLICY_MASKS, "paradigm": PARADIGMS, "offline_loss": OFFLINE_LOSSES,
 }
 
-__all__ = ["ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
+__all__ = ["OFFLINE_KEYS", "OFFLINE_LOSSES", "PARADIGMS", "OfflineOut", "PairLogps", "offline_knobs",
+           "ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
            "OLD_LOGPROBS", "surrogate_knobs",
            "RATIOS", "REGISTRIES", "ROLLOUT_CORRECTIONS", "SURROGATES", "SurrogateOut", "compute_gae",
            "compute_value_targets", "informative_groups", "length_adaptive_lambda",
