@@ -25,6 +25,7 @@ from ..models import (count_params, device_for, get_tokenizer, is_lora, load_pol
 from ..tasks import Task, make_task
 from ..models import ValueModel
 from .metrics import ComputeMeter, Counters
+from .selfplay import OfflineData, get_offline_data
 from .warm_start import get_warm_start, load_warm_model
 
 
@@ -76,6 +77,7 @@ class Parts:
     reference: torch.nn.Module | None = None
     critic: Critic | None = None
     lagged: LaggedSampler | None = None
+    offline: OfflineData | None = None  # the offline paradigm's data set (loop/selfplay.py)
 
     @property
     def meter(self) -> ComputeMeter:
@@ -135,7 +137,8 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     policy = prepare_policy(load_warm_model(warm_path, device), cfg)
     policy.train()
     reference = None  # the frozen warm start; with LoRA, the policy with its adapters disabled
-    if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
+    offline_loss = algos.OFFLINE_LOSSES.meta(a.offline_loss)
+    if algos.KL_ESTIMATORS.meta(a.kl).needs_reference or offline_loss.needs_reference:
         reference = policy if is_lora(policy) else frozen_copy()
     critic = None
     if algos.ADVANTAGES.meta(a.advantage).needs_critic:
@@ -157,7 +160,15 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
                             fused=device.type in ("cpu", "cuda") or None)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lr_lambda(cfg, cfg.train.steps * a.epochs * a.minibatches))
-    return Parts(cfg=cfg, dp=dp, device=device, task=task, tok=tok, warm_path=warm_path,
-                 warm_info=warm_info, policy=policy, n_params=count_params(policy), optimizer=opt,
-                 scheduler=sched, engine=engine, sampler=sampler, eval_sets=eval_sets,
-                 reference=reference, critic=critic, lagged=lagged)
+    parts = Parts(cfg=cfg, dp=dp, device=device, task=task, tok=tok, warm_path=warm_path,
+                  warm_info=warm_info, policy=policy, n_params=count_params(policy), optimizer=opt,
+                  scheduler=sched, engine=engine, sampler=sampler, eval_sets=eval_sets,
+                  reference=reference, critic=critic, lagged=lagged)
+    if algos.PARADIGMS.meta(a.paradigm).offline:  # the data set, built once and cached
+        if dp.world > 1:
+            raise RuntimeError("algo.paradigm = offline runs in one process (no data parallel yet)")
+        parts.offline = get_offline_data(cfg, tok, task, warm_path, device, offline_loss.selfplay)
+        # its generation is compute this run spent (a resumed run restores its counters)
+        parts.counters.flops += parts.offline.info["flops"]
+        parts.counters.tokens += parts.offline.info["tokens"]
+    return parts

@@ -26,7 +26,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from .. import distributed, faults
+from .. import algos, distributed, faults
 from ..config import Config, config_from_dict, dump_yaml
 from ..cpu import tune_malloc
 from ..storage import MetricsLog, atomic_write_text, file_lock, remove_stale_tmp, write_json
@@ -35,6 +35,7 @@ from .critic import pretrain
 from .evaluate import evaluate
 from .finite import Diverged, check_finite
 from .metrics import TensorBoard, WandbLog, train_row
+from .offline import offline_step
 from .parts import Parts, build_parts
 from .prepare import Prepared, prepare
 from .sample import sample
@@ -145,8 +146,10 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         bar = tqdm(total=cfg.train.steps, initial=p.counters.step, desc=cfg.run_name()[:30],
                    disable=not progress, dynamic_ncols=True)
         stop_reason = "steps"
+        # the paradigm's step: online RL (sample, prepare, update) or an offline loss on a fixed set
+        step_fn = _offline_step if algos.PARADIGMS.meta(cfg.algo.paradigm).offline else _step
         for step in range(p.counters.step + 1, cfg.train.steps + 1):
-            row = _step(p, step, pretrain_losses) | _compute_cols(p, f)
+            row = step_fn(p, step, pretrain_losses) | _compute_cols(p, f)
             pretrain_losses = []
             f.metrics.append(row)
             tb.log(row)
@@ -167,7 +170,9 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                 checkpoint.save(p, f.ckpt_dir)
                 f.write_summary(step=step, status="running")
             bar.update(1)
-            bar.set_postfix(reward=f"{row['rollout/reward_mean']:.2f}",
+            bar.set_postfix(**({"reward": f"{row['rollout/reward_mean']:.2f}"}
+                               if "rollout/reward_mean" in row else
+                               {"loss": f"{row['loss/offline']:.3f}"}),
                             in_dist=f"{last_eval['eval/in_dist/pass@1']:.3f}",
                             held_out=f"{last_eval['eval/held_out/pass@1']:.3f}",
                             tok_s=f"{row['perf/tokens_per_s']:.0f}")
@@ -249,6 +254,12 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
         row["value/pretrain_loss_first"] = pretrain_losses[0]
         row["value/pretrain_loss_last"] = pretrain_losses[-1]
     return row
+
+
+def _offline_step(p: Parts, step: int, pretrain_losses: list) -> dict:
+    """One offline step (loop/offline.py) under the step's seed (its minibatch order)."""
+    torch.manual_seed(step_seed(p.cfg.run.seed, step) + p.dp.rank)
+    return offline_step(p, step)
 
 
 def _dropped(sampled, a):
