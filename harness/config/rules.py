@@ -148,6 +148,14 @@ def check_task(cfg: Config) -> None:
 
 
 def check_eval(cfg: Config) -> None:
+    sets, allowed = cfg.eval.held_out_sets, TASKS.meta(cfg.task.name).held_out_sets
+    for i, name in enumerate(sets):
+        if not isinstance(name, str) or name not in allowed:
+            raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is not a held-out set of "
+                              f"task.name = {cfg.task.name} (allowed: {', '.join(allowed) or 'none'})")
+        if name in sets[:i] or name == getattr(cfg.task, "held_out", None):
+            raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is listed twice (or is "
+                              f"task.held_out, already evaluated as held_out)")
     if cfg.eval.temperature == 0:
         for s in ("in_dist", "held_out"):
             if getattr(cfg.eval, s).k != 1:

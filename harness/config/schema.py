@@ -122,6 +122,12 @@ class EvalCfg:
     seed: int = F(1234, "seed of the eval items and of eval sampling (fixed across runs)", lo=0)
     in_dist: EvalSetCfg = field(default_factory=EvalSetCfg)
     held_out: EvalSetCfg = field(default_factory=EvalSetCfg)
+    held_out_sets: list = F([], "more named held-out sets beside held_out (task.held_out), each "
+                            "evaluated with eval.held_out's n_items and k and reported as "
+                            "eval/<name>/...; chain_sum: first_two_ge_50 (far shift), "
+                            "first_ends_in_7 (near shift), more_terms (one more operand). Their "
+                            "items are excluded from training, the in-dist eval and the warm-up "
+                            "(unless task.held_out_in_warmup), as held_out's are")
 
 
 @dataclass

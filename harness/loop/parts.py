@@ -115,6 +115,11 @@ def lr_lambda(cfg: Config, total_updates: int):
     return f
 
 
+def eval_set_cfg(cfg: Config, name: str):
+    """n_items and k of an eval set: its own section, or eval.held_out's for an extra held-out set."""
+    return getattr(cfg.eval, name) if name in ("in_dist", "held_out") else cfg.eval.held_out
+
+
 def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     """Everything a run needs, in a fixed order (model initialisations draw from torch's RNG)."""
     device = device_for(cfg, dp.local_rank if dp.world > 1 else None)
@@ -151,7 +156,8 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     if a.rollout_lag > 0:
         lagged = LaggedSampler(frozen_copy(), deque([policy_state(policy)], maxlen=a.rollout_lag + 1))
         sampler = make_engine(cfg.rollout.engine, lagged.model, tok)
-    eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
+    eval_sets = {s: task.eval_set(s, eval_set_cfg(cfg, s).n_items)
+                 for s in ("in_dist", "held_out", *cfg.eval.held_out_sets)}
     trainable = [p for p in policy.parameters() if p.requires_grad]  # LoRA: the adapters
     # fused: one kernel over all parameters (CPU and CUDA): 1.7 ms vs 4.4 ms per step on the
     # tiny model (LOG.md); the same update up to float rounding

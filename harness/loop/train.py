@@ -36,7 +36,7 @@ from .evaluate import evaluate
 from .finite import Diverged, check_finite
 from .metrics import TensorBoard, WandbLog, train_row
 from .offline import offline_step
-from .parts import Parts, build_parts
+from .parts import Parts, build_parts, eval_set_cfg
 from .prepare import Prepared, prepare
 from .sample import sample
 from .update import UpdateStats, update
@@ -283,7 +283,7 @@ def _eval(p: Parts, f: RunFiles, step: int) -> dict:
     cfg = p.cfg
     row = {"kind": "eval", "step": step}
     for name, items in p.eval_sets.items():
-        ec = getattr(cfg.eval, name)
+        ec = eval_set_cfg(cfg, name)
         ev = evaluate(p.engine, p.task, items, k=ec.k, temperature=cfg.eval.temperature,
                       max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.eval.seed)
         p.meter.evaluated(p.n_params, ev["gen_tokens"])
