@@ -1,0 +1,243 @@
+"""OXRL's study design (Li 2026, arXiv 2603.19335), as tables: the "hierarchy of leverage", a
+variance decomposition of the final pass rate across the sweep's axes, Welch t-tests of every
+variant against a reference with Bonferroni correction, a seed-sanity check, and the rank of the
+training paradigms across scale.
+
+Input: one row per run and eval set (:func:`run_gains`), with the run's gain = final - R0 at
+matched training (:func:`analysis.groups.final_points`), its variant, scale, seed and paradigm
+labels. The paradigm families follow OXRL's table: ``SFT`` (sft, sft_gold), ``preference``
+(the offline preference losses: dpo, ipo, simpo, kto, ...) and ``online`` (the RL presets);
+``mode`` is online vs offline. Runs without ``algo.paradigm`` in their config (older sweeps) are
+online.
+
+* :func:`leverage_table`: for each axis, the spread of the level means of the gain (max - min;
+  for two levels their difference) with a bootstrap interval over runs resampled within each
+  (scale, variant) cell, as OXRL's "differences of factor-level means" (scale ~50 pp, paradigm
+  ~10, online vs offline ~9, loss tweak ~1). The loss axis is taken *within* each paradigm family
+  and averaged over families and scales.
+* :func:`variance_decomposition`: sequential (type-I) sums of squares of an additive least-squares
+  model of the final pass rate, in the order scale, mode, paradigm, variant, seed; each share of
+  the total and the residual. OXRL did not do this; with an unbalanced design the order matters,
+  and the order is stated.
+* :func:`welch_vs_reference`: ``scipy.stats.ttest_ind(equal_var=False)`` of each variant's per-seed
+  gains against the reference's at the same scale and eval set; Bonferroni over every comparison
+  of the table (OXRL: alpha = 0.05 / 19).
+* :func:`seed_sanity`: runs of one variant and scale whose seeds collide, or whose per-seed finals
+  are bit-identical on every eval set although the seeds differ (OXRL's own intermediate 7B stats
+  list bit-identical per-seed values).
+* :func:`paradigm_ranks`: the paradigm families ranked by mean gain per scale, Kendall tau between
+  scales and the flipped pairs (reusing :func:`analysis.leaderboard.rank_gains_across_scales`).
+"""
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from analysis.groups import scale_sort_key
+
+SFT_LOSSES = ("sft", "sft_gold")
+FAMILIES = ("SFT", "preference", "online")
+LEVERAGE_AXES = ("scale", "mode", "paradigm", "loss", "seed")
+
+
+def family_of(paradigm, offline_loss) -> str:
+    """OXRL's paradigm family of a run from its config values."""
+    if str(paradigm) != "offline":
+        return "online"
+    return "SFT" if str(offline_loss) in SFT_LOSSES else "preference"
+
+
+def run_gains(finals: pd.DataFrame, runs: pd.DataFrame, seed_col: str | None) -> pd.DataFrame:
+    """One row per run and eval set: variant, scale, seed, mode, paradigm, r0, final, gain."""
+    cols = ["run_id", "variant", "scale_value"]
+    extra = [c for c in ("algo.paradigm", "algo.offline_loss") if c in runs.columns]
+    seed = [seed_col] if seed_col and seed_col in runs.columns else []
+    g = finals.merge(runs[cols + extra + seed].drop(columns=["variant", "scale_value"]), on="run_id")
+    par = g["algo.paradigm"] if "algo.paradigm" in g else pd.Series("online", index=g.index)
+    loss = g["algo.offline_loss"] if "algo.offline_loss" in g else pd.Series("none", index=g.index)
+    out = pd.DataFrame({"run_id": g["run_id"], "variant": g["variant"].astype(str),
+                        "scale": g["scale_value"].astype(str), "eval_set": g["eval_set"],
+                        "seed": g[seed_col].astype(str) if seed else "0",
+                        "paradigm": [family_of(p, l) for p, l in zip(par, loss)],
+                        "r0": g["r0"], "final": g["final"], "gain": g["final"] - g["r0"]})
+    out["mode"] = np.where(out["paradigm"] == "online", "online", "offline")
+    return out.dropna(subset=["gain"]).reset_index(drop=True)
+
+
+def _level_spread(df: pd.DataFrame, axis: str, value: str) -> tuple[float, str]:
+    """(max - min of the level means, 'best - worst' label); NaN with < 2 levels."""
+    means = df.groupby(axis)[value].mean()
+    if len(means) < 2:
+        return np.nan, ""
+    return float(means.max() - means.min()), f"{means.idxmax()} - {means.idxmin()}"
+
+
+def _spread_of_means(y: np.ndarray, codes: np.ndarray, n: int) -> float:
+    """max - min over the levels present of the mean of y per level code (NaN with < 2)."""
+    cnt = np.bincount(codes, minlength=n)
+    present = cnt > 0
+    if present.sum() < 2:
+        return np.nan
+    means = np.bincount(codes, weights=y, minlength=n)[present] / cnt[present]
+    return float(means.max() - means.min())
+
+
+class _AxisCodes:
+    """Integer codes of every axis over one eval set's runs, so that a bootstrap replicate's
+    statistics are a few bincounts (no groupby per replicate)."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.codes = {a: pd.factorize(df["variant" if a == "loss" else a].astype(str))[0]
+                      for a in LEVERAGE_AXES}
+        cell, self.cells = pd.factorize(df["paradigm"].astype(str) + "\x00" + df["scale"].astype(str))
+        self.cell = cell
+        self.n_var = int(self.codes["loss"].max()) + 1
+
+    def stat(self, axis: str, y: np.ndarray, idx: np.ndarray) -> float:
+        if axis != "loss":
+            c = self.codes[axis][idx]
+            return _spread_of_means(y[idx], c, int(self.codes[axis].max()) + 1)
+        # the loss tweak: the spread of variant means within each (family, scale) cell with
+        # >= 2 variants, averaged over those cells
+        out = []
+        for k in range(len(self.cells)):
+            sel = idx[self.cell[idx] == k]
+            v = _spread_of_means(y[sel], self.codes["loss"][sel], self.n_var)
+            if np.isfinite(v):
+                out.append(v)
+        return float(np.mean(out)) if out else np.nan
+
+
+def leverage_table(g: pd.DataFrame, eval_set: str, value: str = "gain", n_boot: int = 1000,
+                   seed: int = 0) -> pd.DataFrame:
+    """The hierarchy of leverage at one eval set (see the module docstring), largest first."""
+    df = g[g["eval_set"] == eval_set].reset_index(drop=True)
+    if df.empty:
+        return pd.DataFrame(columns=["axis", "levels", "n_levels", "spread", "lo", "hi", "between"])
+    rng = np.random.default_rng(seed)
+    codes, y = _AxisCodes(df), df[value].to_numpy(float)
+    cells = [d.index.to_numpy() for _, d in df.groupby(["scale", "variant"])]
+    everything = np.arange(len(df))
+    boots = {a: [] for a in LEVERAGE_AXES}
+    for _ in range(n_boot):  # runs resampled within each (scale, variant) cell
+        idx = np.concatenate([rng.choice(c, size=len(c), replace=True) for c in cells])
+        for a in LEVERAGE_AXES:
+            boots[a].append(codes.stat(a, y, idx))
+    rows = []
+    for a in LEVERAGE_AXES:
+        col = "variant" if a == "loss" else a
+        bs = np.array([x for x in boots[a] if np.isfinite(x)])
+        lo, hi = (np.percentile(bs, [2.5, 97.5]) if len(bs) else (np.nan, np.nan))
+        rows.append({"axis": a, "levels": ", ".join(sorted(df[col].astype(str).unique(),
+                                                           key=scale_sort_key if a == "scale" else str)),
+                     "n_levels": df[col].nunique(), "spread": codes.stat(a, y, everything),
+                     "lo": lo, "hi": hi,
+                     "between": "" if a == "loss" else _level_spread(df, a, value)[1]})
+    out = pd.DataFrame(rows)
+    return out.sort_values("spread", ascending=False, na_position="last").reset_index(drop=True)
+
+
+def variance_decomposition(g: pd.DataFrame, eval_set: str, value: str = "final",
+                           factors=("scale", "mode", "paradigm", "variant", "seed")) -> pd.DataFrame:
+    """Sequential sums of squares of the additive model value ~ factors (one-hot, in order)."""
+    df = g[g["eval_set"] == eval_set]
+    y = df[value].to_numpy(float)
+    if len(y) < 2:
+        return pd.DataFrame(columns=["factor", "df", "ss", "share"])
+    total = float(((y - y.mean()) ** 2).sum())
+    X = np.ones((len(y), 1))
+    prev = total
+    rows = []
+    for f in factors:
+        dummies = pd.get_dummies(df[f].astype(str), drop_first=True, dtype=float).to_numpy()
+        X2 = np.hstack([X, dummies]) if dummies.size else X
+        beta, *_ = np.linalg.lstsq(X2, y, rcond=None)
+        rss = float(((y - X2 @ beta) ** 2).sum())
+        rank_gain = np.linalg.matrix_rank(X2) - np.linalg.matrix_rank(X)
+        rows.append({"factor": f, "df": int(rank_gain), "ss": max(prev - rss, 0.0),
+                     "share": max(prev - rss, 0.0) / total if total > 0 else np.nan})
+        X, prev = X2, rss
+    rows.append({"factor": "residual", "df": int(len(y) - np.linalg.matrix_rank(X)), "ss": prev,
+                 "share": prev / total if total > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def welch_vs_reference(g: pd.DataFrame, reference: str, alpha: float = 0.05) -> pd.DataFrame:
+    """Every variant against `reference` at the same scale and eval set, on per-seed gains."""
+    from scipy import stats
+
+    rows = []
+    for (scale, es), d in g.groupby(["scale", "eval_set"]):
+        ref = d.loc[d["variant"] == reference, "gain"].to_numpy(float)
+        for v, dv in d[d["variant"] != reference].groupby("variant"):
+            x = dv["gain"].to_numpy(float)
+            if len(x) >= 2 and len(ref) >= 2:
+                t, p = stats.ttest_ind(x, ref, equal_var=False)
+            else:
+                t, p = np.nan, np.nan
+            rows.append({"scale": scale, "eval_set": es, "variant": v, "reference": reference,
+                         "n": len(x), "n_ref": len(ref), "diff": x.mean() - ref.mean() if len(ref) else np.nan,
+                         "t": float(t), "p": float(p)})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    m = int(out["p"].notna().sum())
+    out["p_bonferroni"] = np.minimum(out["p"] * m, 1.0)
+    out["alpha_bonferroni"] = alpha / max(m, 1)
+    out["significant"] = out["p"] < out["alpha_bonferroni"]
+    return out.sort_values(["eval_set", "scale", "p"], key=lambda s: s.map(scale_sort_key)
+                           if s.name == "scale" else s).reset_index(drop=True)
+
+
+def seed_sanity(g: pd.DataFrame) -> pd.DataFrame:
+    """Rows of runs that look like one seed's copy: per (variant, scale), seeds that collide (two
+    runs with one seed) and runs of different seeds whose finals are bit-identical on every eval
+    set. Empty when every seed is its own."""
+    rows = []
+    for (v, s), d in g.groupby(["variant", "scale"]):
+        per_run = d.sort_values("eval_set").groupby("run_id").agg(
+            seed=("seed", "first"), finals=("final", lambda x: tuple(x.to_numpy(float).tolist())))
+        for seed, dd in per_run.groupby("seed"):
+            if len(dd) > 1:
+                rows.append({"variant": v, "scale": s, "problem": "seed collision",
+                             "seeds": str(seed), "runs": ", ".join(dd.index)})
+        for finals, dd in per_run.groupby("finals"):
+            if dd["seed"].nunique() > 1:
+                rows.append({"variant": v, "scale": s, "problem": "bit-identical finals",
+                             "seeds": ", ".join(sorted(dd["seed"].unique())),
+                             "runs": ", ".join(dd.index)})
+    return pd.DataFrame(rows, columns=["variant", "scale", "problem", "seeds", "runs"])
+
+
+def paradigm_ranks(g: pd.DataFrame, eval_set: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Paradigm families ranked by mean gain per scale (1 = largest), Kendall tau between scales,
+    and the pairs of families whose order flips between two scales."""
+    from analysis.leaderboard import rank_gains_across_scales
+
+    fam = (g[g["eval_set"] == eval_set].groupby(["scale", "paradigm"])["gain"].mean()
+           .reset_index().rename(columns={"paradigm": "variant"}))
+    fam["eval_set"] = eval_set
+    ranks, taus = rank_gains_across_scales(fam, eval_set)
+    flips = []
+    if len(ranks):
+        r = ranks.set_index("variant")
+        for s1, s2 in combinations(list(r.columns), 2):
+            both = r[[s1, s2]].dropna()
+            for a, b in combinations(both.index, 2):
+                if (both.loc[a, s1] - both.loc[b, s1]) * (both.loc[a, s2] - both.loc[b, s2]) < 0:
+                    flips.append({"scale_a": s1, "scale_b": s2, "first": a, "second": b,
+                                  "rank_a": f"{int(both.loc[a, s1])} vs {int(both.loc[b, s1])}",
+                                  "rank_b": f"{int(both.loc[a, s2])} vs {int(both.loc[b, s2])}"})
+    return ranks, taus, pd.DataFrame(flips)
+
+
+def compression(spreads: pd.DataFrame) -> pd.DataFrame:
+    """OXRL's compression per held-out set: in-dist spread / held-out spread of the gains, from
+    :func:`analysis.leaderboard.spread_of_gains` (its ratio_spread_gain column)."""
+    if spreads.empty:
+        return spreads
+    cols = [c for c in ("scale", "eval_set", "n_variants", "spread_gain", "ratio_spread_gain", "best")
+            if c in spreads.columns]
+    return spreads[cols].rename(columns={"ratio_spread_gain": "compression"})
