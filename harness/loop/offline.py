@@ -129,6 +129,16 @@ def offline_step(p: Parts, step: int) -> dict:
             lp.ref_kl = ref["mismatched"][mm]
             p.meter.forward(p.n_params, m_rows)
         out = loss_fn(lp, state=dict(c.offline_state), **knobs)
+        # what the loss does to each side: the per-token log-prob (and log-ratio) of chosen/rejected
+        diag = {"chosen_logp": (lp.pol_c / lp.len_c).mean()}
+        if meta.needs_rejected:
+            diag["rejected_logp"] = (lp.pol_r / lp.len_r).mean()
+        if meta.needs_reference:
+            diag["chosen_log_ratio"] = ((lp.pol_c - lp.ref_c) / lp.len_c).mean()
+            if meta.needs_rejected:
+                diag["rejected_log_ratio"] = ((lp.pol_r - lp.ref_r) / lp.len_r).mean()
+        for key, v in diag.items():
+            stats.setdefault(key, []).append(float(v.detach()))
         check_finite("loss", out.loss.detach(), step)
         out.loss.backward()
         o = cfg.optim
