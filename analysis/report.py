@@ -389,6 +389,10 @@ def oxrl_tables(finals: pd.DataFrame, runs: pd.DataFrame, axes, primary: str, op
 
 
 def _oxrl_section(r: Report, t: dict, primary: str, opt) -> None:
+    from analysis.paradigms import headlines
+    r.h("Paradigms (OXRL): which of its three headlines reproduce here")
+    for line in headlines(t["leverage"], t["gains"], t["spreads"], primary):
+        r.p(line)
     r.h("Paradigms (OXRL): the hierarchy of leverage")
     r.p(f"Gain = final - R0 at matched training on {primary}, per run. For each axis, the spread "
         "of its level means (max - min; two levels: their difference), with a 95% bootstrap "

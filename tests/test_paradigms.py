@@ -124,3 +124,18 @@ def test_paradigm_ranks_report_inversions_across_scale():
     assert r.loc["preference", "tiny-1m"] == 1
     assert len(flips) == 2 and set(flips["first"]) | set(flips["second"]) == {"SFT", "preference", "online"}
     assert taus.iloc[0]["kendall_tau"] == pytest.approx(-1 / 3)
+
+
+def test_headlines_read_the_three_oxrl_claims_off_the_tables():
+    from analysis.leaderboard import spread_of_gains
+    from analysis.paradigms import headlines
+    g = sweep(EFFECTS, noise=0.005, seeds=range(4))
+    lev = leverage_table(g, "in_dist", n_boot=200)
+    gains = g.groupby(["variant", "scale", "eval_set"])["gain"].mean().reset_index()
+    held = gains.assign(eval_set="held_out", gain=gains["gain"] / 10)      # 10x compression
+    both = pd.concat([gains, held]).assign(fit_gain=np.nan)
+    lines = headlines(lev, both, spread_of_gains(both, "in_dist"), "in_dist")
+    assert "**reproduces**" in lines[0] and "paradigm +0.22" in lines[0]
+    assert "does not reproduce" in lines[1] and "+1.00" in lines[1]       # same order at both scales
+    assert "SimPO ranks 5 of 5 at tiny-0.3m and 5 of 5 at tiny-1m" in lines[1]
+    assert "**reproduces**" in lines[2] and "10.0x" in lines[2]
