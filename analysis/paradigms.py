@@ -304,3 +304,58 @@ def headlines(leverage: pd.DataFrame, gains: pd.DataFrame, spreads: pd.DataFrame
     else:
         out.append("3. Compression: no held-out set in this sweep.")
     return out
+
+
+def oxrl_tables(finals: pd.DataFrame, runs: pd.DataFrame, axes, primary: str, opt) -> dict:
+    """OXRL's tables (analysis/paradigms.py) when the sweep has runs of the offline paradigm;
+    {} otherwise (an online-only report is as before)."""
+    if "algo.paradigm" not in runs.columns or not (runs["algo.paradigm"] == "offline").any():
+        return {}
+    g = run_gains(finals, runs, axes.seed)
+    variants = set(g["variant"])
+    reference = opt.reference if opt.reference in variants else (
+        "dpo" if "dpo" in variants else sorted(variants)[0])
+    ranks, taus, flips = paradigm_ranks(g, primary)
+    return {"leverage": leverage_table(g, primary, n_boot=opt.n_boot, seed=opt.seed),
+            "variance": variance_decomposition(g, primary),
+            "welch": welch_vs_reference(g, reference),
+            "seed_sanity": seed_sanity(g),
+            "paradigm_ranks": ranks, "paradigm_kendall": taus, "paradigm_flips": flips}
+
+
+def report_section(r, t: dict, primary: str, as_ranks) -> None:
+    """The report's OXRL section (an analysis.report.Report `r`), from :func:`oxrl_tables`;
+    `as_ranks` formats a rank table (the report's own helper)."""
+    r.h("Paradigms (OXRL): which of its three headlines reproduce here")
+    for line in headlines(t["leverage"], t["gains"], t["spreads"], primary):
+        r.p(line)
+    r.h("Paradigms (OXRL): the hierarchy of leverage")
+    r.p(f"Gain = final - R0 at matched training on {primary}, per run. For each axis, the spread "
+        "of its level means (max - min; two levels: their difference), with a 95% bootstrap "
+        "interval over runs resampled within each (scale, variant) cell; `loss` is the spread of "
+        "the variants within each paradigm family (SFT, preference, online) and scale, averaged. "
+        "OXRL (arXiv 2603.19335) reads scale ~50 pp > paradigm ~10 > online vs offline ~9 > "
+        "loss tweak ~1 at 0.5B-7B.")
+    r.table(t["leverage"])
+    r.p("Variance decomposition of the final pass rate (not in OXRL): sequential (type-I) sums "
+        "of squares of an additive least-squares model, in the order listed; share of the total.")
+    r.table(t["variance"])
+    w = t["welch"]
+    if len(w):
+        r.p(f"Welch t-tests (scipy ttest_ind, equal_var=False) of each variant's per-seed gains "
+            f"against `{w['reference'].iloc[0]}` at the same scale and eval set, Bonferroni over "
+            f"the {int(w['p'].notna().sum())} tests (alpha {w['alpha_bonferroni'].iloc[0]:.2g}): "
+            f"{int(w['significant'].sum())} significant.")
+        r.table(w)
+    ss = t["seed_sanity"]
+    r.p("Seed sanity: " + ("every run's seed is its own (no collision, no bit-identical per-seed "
+                           "finals)." if ss.empty else f"{len(ss)} problem(s):"))
+    if len(ss):
+        r.table(ss)
+    if len(t["paradigm_ranks"]) and t["paradigm_ranks"].shape[1] > 2:
+        r.p("Paradigm families ranked by mean gain per scale (1 = largest), Kendall tau between "
+            f"scales, and the pairs whose order flips ({len(t['paradigm_flips'])}).")
+        r.table(as_ranks(t["paradigm_ranks"]))
+        r.table(t["paradigm_kendall"])
+        if len(t["paradigm_flips"]):
+            r.table(t["paradigm_flips"])

@@ -213,6 +213,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         calibration.attrs["noise"] = noise
     from analysis.plan import plan_tables
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root))
+    from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
@@ -361,68 +362,14 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
     if "leverage" in t:
-        _oxrl_section(r, t, primary, opt)
+        from analysis.paradigms import report_section
+        report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
     _calibration_section(r, t["calibration"], opt)
     from analysis.plan import planner_section
     planner_section(r, t["plan"], t["planned"], opt)
     _problems_section(r, runs, t["fits"], results.issues)
     return r
-
-
-def oxrl_tables(finals: pd.DataFrame, runs: pd.DataFrame, axes, primary: str, opt) -> dict:
-    """OXRL's tables (analysis/paradigms.py) when the sweep has runs of the offline paradigm;
-    {} otherwise (an online-only report is as before)."""
-    if "algo.paradigm" not in runs.columns or not (runs["algo.paradigm"] == "offline").any():
-        return {}
-    from analysis import paradigms as P
-    g = P.run_gains(finals, runs, axes.seed)
-    variants = set(g["variant"])
-    reference = opt.reference if opt.reference in variants else (
-        "dpo" if "dpo" in variants else sorted(variants)[0])
-    ranks, taus, flips = P.paradigm_ranks(g, primary)
-    return {"leverage": P.leverage_table(g, primary, n_boot=opt.n_boot, seed=opt.seed),
-            "variance": P.variance_decomposition(g, primary),
-            "welch": P.welch_vs_reference(g, reference),
-            "seed_sanity": P.seed_sanity(g),
-            "paradigm_ranks": ranks, "paradigm_kendall": taus, "paradigm_flips": flips}
-
-
-def _oxrl_section(r: Report, t: dict, primary: str, opt) -> None:
-    from analysis.paradigms import headlines
-    r.h("Paradigms (OXRL): which of its three headlines reproduce here")
-    for line in headlines(t["leverage"], t["gains"], t["spreads"], primary):
-        r.p(line)
-    r.h("Paradigms (OXRL): the hierarchy of leverage")
-    r.p(f"Gain = final - R0 at matched training on {primary}, per run. For each axis, the spread "
-        "of its level means (max - min; two levels: their difference), with a 95% bootstrap "
-        "interval over runs resampled within each (scale, variant) cell; `loss` is the spread of "
-        "the variants within each paradigm family (SFT, preference, online) and scale, averaged. "
-        "OXRL (arXiv 2603.19335) reads scale ~50 pp > paradigm ~10 > online vs offline ~9 > "
-        "loss tweak ~1 at 0.5B-7B.")
-    r.table(t["leverage"])
-    r.p("Variance decomposition of the final pass rate (not in OXRL): sequential (type-I) sums "
-        "of squares of an additive least-squares model, in the order listed; share of the total.")
-    r.table(t["variance"])
-    w = t["welch"]
-    if len(w):
-        r.p(f"Welch t-tests (scipy ttest_ind, equal_var=False) of each variant's per-seed gains "
-            f"against `{w['reference'].iloc[0]}` at the same scale and eval set, Bonferroni over "
-            f"the {int(w['p'].notna().sum())} tests (alpha {w['alpha_bonferroni'].iloc[0]:.2g}): "
-            f"{int(w['significant'].sum())} significant.")
-        r.table(w)
-    ss = t["seed_sanity"]
-    r.p("Seed sanity: " + ("every run's seed is its own (no collision, no bit-identical per-seed "
-                           "finals)." if ss.empty else f"{len(ss)} problem(s):"))
-    if len(ss):
-        r.table(ss)
-    if len(t["paradigm_ranks"]) and t["paradigm_ranks"].shape[1] > 2:
-        r.p("Paradigm families ranked by mean gain per scale (1 = largest), Kendall tau between "
-            f"scales, and the pairs whose order flips ({len(t['paradigm_flips'])}).")
-        r.table(_as_ranks(t["paradigm_ranks"]))
-        r.table(t["paradigm_kendall"])
-        if len(t["paradigm_flips"]):
-            r.table(t["paradigm_flips"])
 
 
 def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> None:
