@@ -256,7 +256,8 @@ def headlines(leverage: pd.DataFrame, gains: pd.DataFrame, spreads: pd.DataFrame
 
     out = []
     lev = leverage.set_index("axis") if len(leverage) else pd.DataFrame()
-    if {"paradigm", "mode", "loss"} <= set(lev.index) and np.isfinite(lev.loc["loss", "spread"]):
+    if {"paradigm", "mode", "loss"} <= set(lev.index) and \
+            np.isfinite(lev.loc[["paradigm", "mode", "loss"], "spread"].astype(float)).all():
         loss = lev.loc["loss"]
         parts, firm = [], []
         for a in ("paradigm", "mode"):
