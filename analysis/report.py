@@ -213,12 +213,14 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         calibration.attrs["noise"] = noise
     from analysis.plan import plan_tables
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root))
+    from analysis.paradigms import oxrl_tables
+    oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims,
-              "calibration": calibration, "plan": plan_table, "planned": planned}
+              "calibration": calibration, "plan": plan_table, "planned": planned, **oxrl}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
-                 "claims") + (("calibration",) if len(calibration) else ()) + (
+                 "claims") + tuple(oxrl) + (("calibration",) if len(calibration) else ()) + (
                      ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()):
         write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
     say(f"writing tables, figures and the report into {out}")
@@ -359,6 +361,9 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
             r.table(_as_ranks(ranks))
             r.table(taus)
     _resolution_section(r, results, t["gains"], primary)
+    if "leverage" in t:
+        from analysis.paradigms import report_section
+        report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
     _calibration_section(r, t["calibration"], opt)
     from analysis.plan import planner_section

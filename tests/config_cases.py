@@ -21,6 +21,7 @@ VLLM = ["rollout.engine=vllm", "run.device=cuda"]
 NO_WARMUP = ["warmup.max_steps=0"]
 REINFORCE = ["algo.surrogate=reinforce", "algo.minibatches=1"]
 TIS = ["algo.old_logprobs=recompute", "algo.rollout_correction=tis"]
+OFFLINE = ["algo.paradigm=offline", "offline.n_prompts=64"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ CASES = [
     L("optim.lrr=1e-3", msg="unknown key 'optim.lrr'; allowed under optim: lr, weight_decay, beta1, "
       "beta2, grad_clip, warmup_steps, schedule (did you mean 'optim.lr'?)"),
     L("optimm.lr=1e-3", msg="unknown key 'optimm'; allowed under the top level: run, model, task, "
-      "eval, warmup, rollout, algo, optim, train (did you mean 'optim'?)"),
+      "eval, warmup, rollout, algo, optim, train, offline (did you mean 'optim'?)"),
     L("lr=3", msg="unknown key 'lr'; allowed under the top level: run, model"),
     L("eval.in_dist.n_itemz=3", msg="unknown key 'eval.in_dist.n_itemz'; allowed under eval.in_dist: "
       "n_items, k (did you mean 'eval.in_dist.n_items'?)"),
@@ -63,9 +64,9 @@ CASES = [
     L("model.scale=tiny-2m", msg="model.scale = 'tiny-2m': allowed values are tiny-0.3m, tiny-1m, "
       "tiny-4m, tiny-moe, pretrained"),
     L("model.dtype=fp16", msg="model.dtype = 'fp16': allowed values are fp32, bf16"),
-    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dppo_kl, "
-      "dppo_tv, dr_grpo, gmpo, grpo, gspo, luspo, minpro, ppo, reinforce_pp, reinforce_pp_baseline, "
-      "rloo, sapo, scalerl, vapo, vespo, none (did you mean 'grpo'?)"),
+    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dpo, dppo_kl, "
+      "dppo_tv, dr_grpo, gmpo, grpo, gspo, ipo, kto, luspo, minpro, ppo, reinforce_pp, "
+      "reinforce_pp_baseline, rloo, sapo, scalerl, sft, sgrpo, simpo, vapo, vespo, none (did you mean 'grpo'?)"),
     L("algo.preset=7", msg="algo.preset = 7: expected a string"),
     L("algo.deviates_from_preset=[]", msg="algo.deviates_from_preset is derived from the config; do "
       "not set it"),
@@ -277,4 +278,33 @@ CASES = [
     U("algo.retire_threshold=0.8", msg="algo.retire_threshold = 0.8: only used when algo.retire is "
       "no_positive (it is none)"),
     R("algo.retire=all", msg="algo.retire = 'all': allowed values are no_positive, none"),
+    # ---- rules: the paradigm (issue 17): offline losses, their knobs, the finite training split
+    R("algo.paradigm=batch", msg="algo.paradigm = 'batch': allowed values are offline, online"),
+    R("algo.offline_loss=orpo", msg="algo.offline_loss = 'orpo': allowed values are dpo, ipo, "
+      "ipo_token_mean, kto, kto_ema, none, sft, sft_gold, simpo"),
+    R("algo.offline_loss=dpo", msg="algo.offline_loss = 'dpo': an offline loss needs algo.paradigm "
+      "= offline (it is online)"),
+    R("algo.paradigm=offline", "offline.n_prompts=8", msg="algo.offline_loss = 'none': "
+      "algo.paradigm = offline needs an offline loss (dpo, ipo"),
+    R("algo.preset=dpo", msg="offline.n_prompts = 0: algo.paradigm = offline trains on a finite "
+      "training split"),
+    L(*OFFLINE, "algo.offline_loss=dpo", "algo.beta=0", msg="algo.beta = 0.0: must be > 0"),
+    L(*OFFLINE, "algo.offline_loss=dpo", "algo.beta=-0.1", msg="algo.beta = -0.1: must be > 0"),
+    L(*OFFLINE, "algo.offline_loss=kto_ema", "algo.kto_ema_alpha=1.5",
+      msg="algo.kto_ema_alpha = 1.5: must be > 0 and <= 1"),
+    L(*OFFLINE, "algo.offline_loss=dpo", "offline.samples=1", msg="offline.samples = 1: must be >= 2"),
+    U("algo.beta=0.2", msg="algo.beta = 0.2: only used by the offline paradigm (algo.paradigm = offline)"),
+    U("offline.samples=8", msg="offline.samples = 8: only used by the offline paradigm"),
+    U(*OFFLINE, "algo.offline_loss=sft", "algo.beta=0.2", msg="algo.beta = 0.2: offline loss 'sft' "
+      "does not read it (read by dpo, ipo, ipo_token_mean, kto, kto_ema, simpo)"),
+    U(*OFFLINE, "algo.offline_loss=dpo", "algo.simpo_gamma=1.0", msg="algo.simpo_gamma = 1.0: offline "
+      "loss 'dpo' does not read it (read by simpo)"),
+    U(*OFFLINE, "algo.offline_loss=sft_gold", "offline.samples=4", msg="offline.samples = 4: offline "
+      "loss 'sft_gold' trains on the reference answers (no self-play)"),
+    U(*OFFLINE, "algo.offline_loss=dpo", "algo.clip_high=0.3", msg="algo.clip_high = 0.3: the offline "
+      "paradigm does not run the RL objective"),
+    U(*OFFLINE, "algo.offline_loss=dpo", "algo.kl=k3", msg="algo.kl = 'k3': the offline paradigm "
+      "does not run the RL objective"),
+    U(*OFFLINE, "algo.offline_loss=dpo", "rollout.group_size=4", msg="rollout.group_size = 4: the "
+      "offline paradigm does not run the RL objective"),
 ]

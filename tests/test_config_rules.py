@@ -97,6 +97,12 @@ VALID = [  # each combination sets keys away from their defaults, and loads with
      "rollout.max_new_tokens=24"],
     ["eval.temperature=0.0", "eval.in_dist.k=1", "eval.held_out.k=1"],
     ["warmup.max_steps=10", "warmup.min_steps=10", "task.held_out_in_warmup=true"],
+    # issue 17: the offline paradigm with each loss's own knobs
+    ["algo.paradigm=offline", "algo.offline_loss=simpo", "offline.n_prompts=64", "algo.beta=2.0",
+     "algo.simpo_gamma=1.0", "offline.samples=8", "offline.temperature=0.8", "algo.minibatches=4"],
+    ["algo.paradigm=offline", "algo.offline_loss=kto_ema", "offline.n_prompts=32",
+     "algo.kto_lambda_u=1.33", "algo.kto_ema_alpha=0.2", "offline.seed=3"],
+    ["algo.paradigm=offline", "algo.offline_loss=sft_gold", "offline.n_prompts=32", "algo.epochs=2"],
 ]
 
 

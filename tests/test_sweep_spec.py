@@ -85,7 +85,10 @@ def test_not_yaml_and_missing_file(tmp_path, capsys):
 # issue 18's presets are not in sweeps/demo.yaml yet: the demo regime is being re-planned by the
 # lead at the same time, so adding 20 runs to it is left to that plan (remove names from here when
 # they join the demo).
-NOT_IN_DEMO = {"sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo", "vespo"}
+# issue 17: the OXRL arms run in sweeps/oxrl-mini.yaml, not in the demo; issue 18's presets are
+# left out of the demo until its regime is re-planned (issue 16)
+NOT_IN_DEMO = {"sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo", "vespo",
+               "sft", "dpo", "ipo", "simpo", "kto", "sgrpo"}
 
 
 def test_shipped_specs_dry_run(capsys):

@@ -22,6 +22,8 @@ Every function of an axis shares one signature (each module's docstring has it a
 - adv_batch_scope (response_mask, rewards, kept) -> the dropped rows a batch statistic counts, or None
 - retire      (passes (N,), attempts (N,), *, threshold) -> (N,) bool, items of a finite train set never drawn again
 - routing_replay (natural (N, k), recorded (N, k)) -> the MoE experts the trainer's forward uses
+- paradigm    online | offline (properties only: `offline`)
+- offline_loss (PairLogps, *, <the algo keys in its `keys` property>, state) -> OfflineOut
 
 An axis that can be off (kl, rollout_correction, group_filter, off_policy_mask) has a registered `none` entry with
 properties saying what it needs (e.g. `needs_reference=False`), not a string sentinel.
@@ -35,6 +37,7 @@ from .advantages import (ADVANTAGES, compute_gae, compute_value_targets, length_
 from .aggregations import AGGREGATIONS, positive_nll_weights
 from .filters import ADV_BATCH_SCOPES, GROUP_FILTERS, informative_groups
 from .kl import KL_ESTIMATORS, KL_MODES
+from .offline import OFFLINE_KEYS, OFFLINE_LOSSES, PARADIGMS, OfflineOut, PairLogps, offline_knobs
 from .off_policy import OFF_POLICY_MASKS, OLD_LOGPROBS, ROLLOUT_CORRECTIONS, mismatch_log_ratio
 from .ratios import RATIOS
 from .retire import RETIREMENTS
@@ -48,10 +51,12 @@ REGISTRIES: dict[str, Registry] = {
     "rollout_correction": ROLLOUT_CORRECTIONS, "group_filter": GROUP_FILTERS,
     "off_policy_mask": OFF_POLICY_MASKS, "adv_batch_scope": ADV_BATCH_SCOPES,
     "retire": RETIREMENTS, "routing_replay": ROUTING_REPLAYS,
+    "paradigm": PARADIGMS, "offline_loss": OFFLINE_LOSSES,
 }
 
-__all__ = ["ADV_BATCH_SCOPES", "ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES", "OFF_POLICY_MASKS",
-           "OLD_LOGPROBS", "RETIREMENTS", "ROUTING_REPLAYS", "surrogate_knobs",
+__all__ = ["OFFLINE_KEYS", "OFFLINE_LOSSES", "PARADIGMS", "OfflineOut", "PairLogps", "offline_knobs",
+           "ADV_BATCH_SCOPES", "ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES",
+           "OFF_POLICY_MASKS", "OLD_LOGPROBS", "RETIREMENTS", "ROUTING_REPLAYS", "surrogate_knobs",
            "RATIOS", "REGISTRIES", "ROLLOUT_CORRECTIONS", "SURROGATES", "SurrogateOut", "compute_gae",
            "compute_value_targets", "informative_groups", "length_adaptive_lambda",
            "mismatch_log_ratio", "outcome_token_rewards", "overlong_penalty", "positive_nll_weights"]

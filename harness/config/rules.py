@@ -24,8 +24,8 @@ from ..engines import ENGINES
 from ..registry import suggest
 from ..scales import SCALES, from_path
 from ..tasks import COMMON_KEYS, TASKS
-from .schema import (NAME_RE, AlgoCfg, Config, ConfigError, ModelCfg, RolloutCfg, TaskCfg,
-                     WarmupCfg)
+from .schema import (NAME_RE, AlgoCfg, Config, ConfigError, ModelCfg, OfflineCfg, RolloutCfg,
+                     TaskCfg, WarmupCfg)
 
 LORA_KEYS = ("lora_alpha", "lora_dropout", "lora_target_modules")
 TINY_MODEL_KEYS = ("arch", "max_positions")  # shape a model built from a config, not a checkpoint
@@ -33,6 +33,13 @@ CRITIC_KEYS = ("gamma", "lam_policy", "lam_critic", "lam_alpha", "critic_lr", "v
 # every algo.* knob some surrogate reads (its `keys` property), in the schema's order
 SURROGATE_KEYS = tuple(f.name for f in dataclasses.fields(AlgoCfg)
                        if any(f.name in algos.SURROGATES.meta(n).keys for n in algos.SURROGATES))
+# the algo.* keys the offline paradigm reads; every other algo key belongs to the RL objective
+OFFLINE_ALGO_KEYS = ("preset", "paradigm", "offline_loss", *algos.OFFLINE_KEYS, "epochs",
+                     "minibatches", "fp32_lm_head", "deviates_from_preset")
+ONLINE_ALGO_KEYS = tuple(f.name for f in dataclasses.fields(AlgoCfg) if f.name not in OFFLINE_ALGO_KEYS)
+# rollout.* keys of the online sampler that the offline paradigm does not read
+# (prompts_per_step = preference pairs per step and max_new_tokens = the self-play limit do act)
+ONLINE_ROLLOUT_KEYS = ("group_size", "temperature", "top_p")
 # the warm-up's knobs that act only while it trains (target_pass_rate and seed: see check_warmup)
 WARMUP_LOOP_KEYS = ("min_steps", "lr", "batch_size", "check_every", "check_items")
 
@@ -144,6 +151,14 @@ def check_task(cfg: Config) -> None:
 
 
 def check_eval(cfg: Config) -> None:
+    sets, allowed = cfg.eval.held_out_sets, TASKS.meta(cfg.task.name).held_out_sets
+    for i, name in enumerate(sets):
+        if not isinstance(name, str) or name not in allowed:
+            raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is not a held-out set of "
+                              f"task.name = {cfg.task.name} (allowed: {', '.join(allowed) or 'none'})")
+        if name in sets[:i] or name == getattr(cfg.task, "held_out", None):
+            raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is listed twice (or is "
+                              f"task.held_out, already evaluated as held_out)")
     if cfg.eval.temperature == 0:
         for s in ("in_dist", "held_out"):
             if getattr(cfg.eval, s).k != 1:
@@ -343,7 +358,42 @@ def check_filter(cfg: Config) -> None:
                           f"{a.group_filter} every round is kept")
 
 
-CHECKS = (check_choices, check_run, check_model, check_engine, check_task, check_eval, check_warmup,
+def check_paradigm(cfg: Config) -> None:
+    """Online vs offline (algo.paradigm): an offline loss only under the offline paradigm, which
+    needs a finite training split; each side's keys keep their defaults on the other side."""
+    a, off = cfg.algo, cfg.offline
+    loss = algos.OFFLINE_LOSSES.meta(a.offline_loss)
+    offline_names = _names(algos.PARADIGMS, offline=True)
+    if not algos.PARADIGMS.meta(a.paradigm).offline:
+        if loss.active:
+            raise ConfigError(f"algo.offline_loss = {a.offline_loss!r}: an offline loss needs "
+                              f"algo.paradigm = {offline_names} (it is {a.paradigm})")
+        why = f"only used by the offline paradigm (algo.paradigm = {offline_names})"
+        _unused("algo", a, AlgoCfg, algos.OFFLINE_KEYS, why)
+        _unused("offline", off, OfflineCfg, [f.name for f in dataclasses.fields(OfflineCfg)], why)
+        return
+    if not loss.active:
+        raise ConfigError(f"algo.offline_loss = {a.offline_loss!r}: algo.paradigm = {a.paradigm} "
+                          f"needs an offline loss ({', '.join(algos.OFFLINE_LOSSES.where(active=True))})")
+    if off.n_prompts == 0:
+        raise ConfigError(f"offline.n_prompts = 0: algo.paradigm = {a.paradigm} trains on a finite "
+                          f"training split (the prompts the self-play stage samples); set "
+                          f"offline.n_prompts > 0")
+    for key in algos.OFFLINE_KEYS:
+        if key not in loss.keys and getattr(a, key) != _default(AlgoCfg, key):
+            readers = [n for n in algos.OFFLINE_LOSSES.names() if key in algos.OFFLINE_LOSSES.meta(n).keys]
+            raise ConfigError(f"algo.{key} = {getattr(a, key)!r}: offline loss {a.offline_loss!r} "
+                              f"does not read it (read by {', '.join(readers)})")
+    if not loss.selfplay:
+        _unused("offline", off, OfflineCfg, ("samples", "temperature", "seed"),
+                f"offline loss {a.offline_loss!r} trains on the reference answers (no self-play)")
+    why = f"the offline paradigm does not run the RL objective (algo.paradigm = {a.paradigm})"
+    _unused("algo", a, AlgoCfg, ONLINE_ALGO_KEYS, why)
+    _unused("rollout", cfg.rollout, RolloutCfg, ONLINE_ROLLOUT_KEYS,
+            f"{why}; the self-play stage samples with offline.samples and offline.temperature")
+
+
+CHECKS = (check_choices, check_paradigm, check_run, check_model, check_engine, check_task, check_eval, check_warmup,
           check_rollout, check_objective, check_critic, check_kl, check_off_policy, check_filter)
 
 

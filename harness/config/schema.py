@@ -130,6 +130,12 @@ class EvalCfg:
     seed: int = F(1234, "seed of the eval items and of eval sampling (fixed across runs)", lo=0)
     in_dist: EvalSetCfg = field(default_factory=EvalSetCfg)
     held_out: EvalSetCfg = field(default_factory=EvalSetCfg)
+    held_out_sets: list = F([], "more named held-out sets beside held_out (task.held_out), each "
+                            "evaluated with eval.held_out's n_items and k and reported as "
+                            "eval/<name>/...; chain_sum: first_two_ge_50 (far shift), "
+                            "first_ends_in_7 (near shift), more_terms (one more operand). Their "
+                            "items are excluded from training, the in-dist eval and the warm-up "
+                            "(unless task.held_out_in_warmup), as held_out's are")
 
 
 @dataclass
@@ -290,6 +296,22 @@ class AlgoCfg:
         "trainer's forward uses the experts the sampler chose for each token; none = the trainer "
         "routes by its own top-k. Either way the fraction of response tokens whose expert set "
         "differs is logged (moe/routing_changed_frac)", choices_from="routing_replay")
+    paradigm: str = F(
+        "online", "training paradigm (OXRL, Li 2026, arXiv 2603.19335): online = the RL loop on "
+        "fresh rollouts; offline = a fixed data set built once from the warm start by the "
+        "self-play stage (offline.*), trained on with algo.offline_loss", choices_from="paradigm")
+    offline_loss: str = F(
+        "none", "the offline paradigm's objective (sft, sft_gold, dpo, ipo, ipo_token_mean, simpo, "
+        "kto, kto_ema); none = online", choices_from="offline_loss")
+    beta: float = F(0.1, "offline: the preference temperature beta of dpo/ipo (tau)/simpo/kto "
+                    "(OXRL 0.1)", lo=0, lo_open=True)
+    simpo_gamma: float = F(0.5, "simpo: the target reward margin gamma (OXRL 0.5)", lo=0)
+    kto_lambda_d: float = F(1.0, "kto: weight lambda_D of desirable (chosen) examples", lo=0,
+                            lo_open=True)
+    kto_lambda_u: float = F(1.0, "kto: weight lambda_U of undesirable (rejected) examples", lo=0,
+                            lo_open=True)
+    kto_ema_alpha: float = F(0.1, "kto_ema: the moving average's step alpha (oxRL 0.1)", lo=0,
+                             hi=1, lo_open=True)
     # Derived in validate(): the algo keys whose value differs from the preset (the record says so).
     deviates_from_preset: list = F([], "derived: algo keys set to a value other than the preset's")
 
@@ -314,6 +336,18 @@ class TrainCfg:
 
 
 @dataclass
+class OfflineCfg:
+    n_prompts: int = F(0, "the finite training split of the offline paradigm: the first N prompts "
+                       "of the task's train split (OXRL: GSM8K train); 0 = none (online runs read "
+                       "an endless stream)", lo=0)
+    samples: int = F(16, "self-play: responses sampled per prompt from the warm start (OXRL 16); "
+                     "chosen = the best-scored, rejected = the worst, tied groups skipped", lo=2)
+    temperature: float = F(1.0, "self-play: sampling temperature (OXRL 1.0)", lo=0, lo_open=True)
+    seed: int = F(0, "self-play: sampling seed (shared by every RL seed, so the data set is built "
+                  "once per sweep)", lo=0)
+
+
+@dataclass
 class Config:
     run: RunCfg = field(default_factory=RunCfg)
     model: ModelCfg = field(default_factory=ModelCfg)
@@ -324,6 +358,7 @@ class Config:
     algo: AlgoCfg = field(default_factory=AlgoCfg)
     optim: OptimCfg = field(default_factory=OptimCfg)
     train: TrainCfg = field(default_factory=TrainCfg)
+    offline: OfflineCfg = field(default_factory=OfflineCfg)
 
     # -- identity --------------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -10,7 +10,7 @@ sampler generated counts, kept or filtered. `ComputeMeter` is the only code that
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -28,6 +28,7 @@ class Counters:
     wall_s: float = 0.0          # wall time of earlier attempts (a resumed run adds its own)
     eval_flops: float = 0.0
     value_pretrained: int = 0    # VAPO value-pretraining batches done
+    offline_state: dict = field(default_factory=dict)  # what an offline loss carries (kto_ema)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -26,6 +26,7 @@ from ..tasks import Task, make_task
 from ..models import ValueModel
 from .data import TrainSet
 from .metrics import ComputeMeter, Counters
+from .selfplay import OfflineData, get_offline_data
 from .warm_start import get_warm_start, load_warm_model
 
 
@@ -78,6 +79,7 @@ class Parts:
     critic: Critic | None = None
     lagged: LaggedSampler | None = None
     train_set: TrainSet | None = None  # the training prompts (stream or finite set + history)
+    offline: OfflineData | None = None  # the offline paradigm's data set (loop/selfplay.py)
 
     @property
     def meter(self) -> ComputeMeter:
@@ -115,6 +117,11 @@ def lr_lambda(cfg: Config, total_updates: int):
     return f
 
 
+def eval_set_cfg(cfg: Config, name: str):
+    """n_items and k of an eval set: its own section, or eval.held_out's for an extra held-out set."""
+    return getattr(cfg.eval, name) if name in ("in_dist", "held_out") else cfg.eval.held_out
+
+
 def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     """Everything a run needs, in a fixed order (model initialisations draw from torch's RNG)."""
     device = device_for(cfg, dp.local_rank if dp.world > 1 else None)
@@ -137,7 +144,8 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     policy = prepare_policy(load_warm_model(warm_path, device), cfg)
     policy.train()
     reference = None  # the frozen warm start; with LoRA, the policy with its adapters disabled
-    if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
+    offline_loss = algos.OFFLINE_LOSSES.meta(a.offline_loss)
+    if algos.KL_ESTIMATORS.meta(a.kl).needs_reference or offline_loss.needs_reference:
         reference = policy if is_lora(policy) else frozen_copy()
     critic = None
     if algos.ADVANTAGES.meta(a.advantage).needs_critic:
@@ -150,7 +158,8 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
     if a.rollout_lag > 0:
         lagged = LaggedSampler(frozen_copy(), deque([policy_state(policy)], maxlen=a.rollout_lag + 1))
         sampler = make_engine(cfg.rollout.engine, lagged.model, tok)
-    eval_sets = {s: task.eval_set(s, getattr(cfg.eval, s).n_items) for s in ("in_dist", "held_out")}
+    eval_sets = {s: task.eval_set(s, eval_set_cfg(cfg, s).n_items)
+                 for s in ("in_dist", "held_out", *cfg.eval.held_out_sets)}
     trainable = [p for p in policy.parameters() if p.requires_grad]  # LoRA: the adapters
     # fused: one kernel over all parameters (CPU and CUDA): 1.7 ms vs 4.4 ms per step on the
     # tiny model (LOG.md); the same update up to float rounding
@@ -159,9 +168,17 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
                             fused=device.type in ("cpu", "cuda") or None)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lr_lambda(cfg, cfg.train.steps * a.epochs * a.minibatches))
-    return Parts(cfg=cfg, dp=dp, device=device, task=task, tok=tok, warm_path=warm_path,
-                 warm_info=warm_info, policy=policy, n_params=count_params(policy), optimizer=opt,
-                 scheduler=sched, engine=engine, sampler=sampler, eval_sets=eval_sets,
-                 reference=reference, critic=critic, lagged=lagged,
-                 train_set=TrainSet(task, cfg.task.train_items, cfg.run.seed, a.retire,
-                                    a.retire_threshold))
+    parts = Parts(cfg=cfg, dp=dp, device=device, task=task, tok=tok, warm_path=warm_path,
+                  warm_info=warm_info, policy=policy, n_params=count_params(policy), optimizer=opt,
+                  scheduler=sched, engine=engine, sampler=sampler, eval_sets=eval_sets,
+                  reference=reference, critic=critic, lagged=lagged,
+                  train_set=TrainSet(task, cfg.task.train_items, cfg.run.seed, a.retire,
+                                     a.retire_threshold))
+    if algos.PARADIGMS.meta(a.paradigm).offline:  # the data set, built once and cached
+        if dp.world > 1:
+            raise RuntimeError("algo.paradigm = offline runs in one process (no data parallel yet)")
+        parts.offline = get_offline_data(cfg, tok, task, warm_path, device, offline_loss.selfplay)
+        # its generation is compute this run spent (a resumed run restores its counters)
+        parts.counters.flops += parts.offline.info["flops"]
+        parts.counters.tokens += parts.offline.info["tokens"]
+    return parts

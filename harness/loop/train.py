@@ -35,7 +35,8 @@ from .critic import pretrain
 from .evaluate import evaluate
 from .finite import Diverged, check_finite
 from .metrics import TensorBoard, WandbLog, train_row
-from .parts import Parts, build_parts
+from .offline import offline_step
+from .parts import Parts, build_parts, eval_set_cfg
 from .prepare import Prepared, prepare
 from .sample import sample
 from .update import UpdateStats, update
@@ -145,8 +146,10 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         bar = tqdm(total=cfg.train.steps, initial=p.counters.step, desc=cfg.run_name()[:30],
                    disable=not progress, dynamic_ncols=True)
         stop_reason = "steps"
+        # the paradigm's step: online RL (sample, prepare, update) or an offline loss on a fixed set
+        step_fn = _offline_step if algos.PARADIGMS.meta(cfg.algo.paradigm).offline else _step
         for step in range(p.counters.step + 1, cfg.train.steps + 1):
-            row = _step(p, step, pretrain_losses) | _compute_cols(p, f)
+            row = step_fn(p, step, pretrain_losses) | _compute_cols(p, f)
             pretrain_losses = []
             f.metrics.append(row)
             tb.log(row)
@@ -167,7 +170,9 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
                 checkpoint.save(p, f.ckpt_dir)
                 f.write_summary(step=step, status="running")
             bar.update(1)
-            bar.set_postfix(reward=f"{row['rollout/reward_mean']:.2f}",
+            bar.set_postfix(**({"reward": f"{row['rollout/reward_mean']:.2f}"}
+                               if "rollout/reward_mean" in row else
+                               {"loss": f"{row['loss/offline']:.3f}"}),
                             in_dist=f"{last_eval['eval/in_dist/pass@1']:.3f}",
                             held_out=f"{last_eval['eval/held_out/pass@1']:.3f}",
                             tok_s=f"{row['perf/tokens_per_s']:.0f}")
@@ -252,6 +257,12 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
     return row
 
 
+def _offline_step(p: Parts, step: int, pretrain_losses: list) -> dict:
+    """One offline step (loop/offline.py) under the step's seed (its minibatch order)."""
+    torch.manual_seed(step_seed(p.cfg.run.seed, step) + p.dp.rank)
+    return offline_step(p, step)
+
+
 def _dropped(sampled, a):
     """(response_mask, rewards) of the rows the group filter dropped, when a batch-level advantage's
     statistics count them (the scope's `counts_dropped`, algo.adv_batch_scope); else None."""
@@ -271,7 +282,7 @@ def _eval(p: Parts, f: RunFiles, step: int) -> dict:
     cfg = p.cfg
     row = {"kind": "eval", "step": step}
     for name, items in p.eval_sets.items():
-        ec = getattr(cfg.eval, name)
+        ec = eval_set_cfg(cfg, name)
         ev = evaluate(p.engine, p.task, items, k=ec.k, temperature=cfg.eval.temperature,
                       max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.eval.seed)
         p.meter.evaluated(p.n_params, ev["gen_tokens"])

@@ -50,6 +50,8 @@ def warm_start_key(cfg: Config, tok_name: str) -> str:
          "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k in reads},
          "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
+    if cfg.eval.held_out_sets:  # their items leave the warm-up split (absent: the key as before)
+        d["held_out_sets"] = list(cfg.eval.held_out_sets)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -4,7 +4,8 @@
 Properties of each entry: `keys`, the task.* config keys it reads (the config rules refuse any
 other task key that is not at its default: it would have no effect; `COMMON_KEYS` are read by
 every task); `check`, the task's own combination rules, a pure `check(cfg) -> str | None` that
-returns the one-line message of a broken rule (so tasks never import the config package).
+returns the one-line message of a broken rule (so tasks never import the config package);
+`held_out_sets`, the names `eval.held_out_sets` may list (extra held-out splits of the task).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from .base import SPLIT_SEED, Item, Task
 COMMON_KEYS = ("name", "train_items")  # task.* keys every task reads (train_items: the loop)
 RL_ONLY_KEYS = ("train_items",)  # read by the RL loop only: not part of the warm start's identity
 
-TASKS = Registry("task.name", keys=(), check=None)
-TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS, check=chain_sum.check)
+TASKS = Registry("task.name", keys=(), check=None, held_out_sets=())
+TASKS.add("chain_sum", chain_sum.from_config, keys=chain_sum.KEYS, check=chain_sum.check,
+          held_out_sets=chain_sum.HELD_OUT_SETS)
 TASKS.add("math", math_problems.from_config, keys=math_problems.KEYS, check=math_problems.check)
 TASKS.add("countdown", countdown.from_config, keys=countdown.KEYS, check=countdown.check)
 

@@ -62,9 +62,10 @@ class ChainSumTask:
     """Train / in-dist / held-out streams of chain_sum items. Item i of a split is a pure function
     of (config, split, i), so a data cursor is a single integer and resuming is exact."""
 
-    def __init__(self, cfg, compact: bool):
+    def __init__(self, cfg, compact: bool, extra_held_out: tuple = ()):
         self.cfg = cfg
         self.compact = compact
+        self.extra = tuple(extra_held_out)  # eval.held_out_sets: more named held-out splits
         self._ds: dict = {}
         # a forced interruption: '=' asks a tiny model for the result of the chain so far (the
         # answer is read after the last '='); full prompts get ScaleRL's sentence
@@ -72,8 +73,8 @@ class ChainSumTask:
 
     def _dataset(self, split: str):
         if split not in self._ds:
-            terms = self.cfg.n_terms + (1 if split == "held_out" and self.cfg.held_out == "more_terms"
-                                        else 0)
+            shift = self.cfg.held_out if split == "held_out" else split
+            terms = self.cfg.n_terms + (1 if shift == "more_terms" else 0)
             import reasoning_gym  # on first use: listing the tasks (config rules) stays light
             self._ds[split] = reasoning_gym.create_dataset(
                 "chain_sum", min_terms=terms, max_terms=terms, min_digits=self.cfg.min_digits,
@@ -81,16 +82,17 @@ class ChainSumTask:
                 size=10**9)
         return self._ds[split]
 
-    def _is_shifted(self, entry: dict) -> bool:
-        shift = SHIFTS.get(self.cfg.held_out)
-        return shift is not None and shift(_operands(entry["metadata"]["expression"])[0])
-
     def _accept(self, split: str, entry: dict) -> bool:
+        """held_out (task.held_out) and each extra held-out set take the items of their shift
+        (more_terms: every item of its longer chains); train, in_dist and the warm-up take none
+        of any held-out set's shifted items (the warm-up all of them under held_out_in_warmup)."""
+        nums = _operands(entry["metadata"]["expression"])[0]
+        if split == "held_out" or split in self.extra:
+            shift = SHIFTS.get(self.cfg.held_out if split == "held_out" else split)
+            return shift is None or shift(nums)
         if split in ("warmup", "warmup_check") and self.cfg.held_out_in_warmup:
             return True
-        if self.cfg.held_out in SHIFTS:
-            return self._is_shifted(entry) == (split == "held_out")
-        return True
+        return not any(SHIFTS[s](nums) for s in (self.cfg.held_out, *self.extra) if s in SHIFTS)
 
     def item(self, entry: dict) -> Item:
         expr = entry["metadata"]["expression"]
@@ -132,12 +134,16 @@ def from_config(cfg) -> ChainSumTask:
     """The task of a run: compact prompts for tiny models unless task.prompt_style says otherwise."""
     style = cfg.task.prompt_style
     compact = style == "compact" or (style == "auto" and not from_path(cfg.model.scale))
-    return ChainSumTask(cfg.task, compact=compact)
+    return ChainSumTask(cfg.task, compact=compact, extra_held_out=cfg.eval.held_out_sets)
 
 
-def max_prompt_chars(task_cfg) -> int:
+# the names eval.held_out_sets may take (each a shift of the training distribution)
+HELD_OUT_SETS = (*SHIFTS, "more_terms")
+
+
+def max_prompt_chars(task_cfg, extra: tuple = ()) -> int:
     """The longest compact prompt ('12+7+35=') of any split, in characters (= tiny-model tokens)."""
-    terms = task_cfg.n_terms + (1 if task_cfg.held_out == "more_terms" else 0)
+    terms = task_cfg.n_terms + (1 if "more_terms" in (task_cfg.held_out, *extra) else 0)
     return terms * (task_cfg.max_digits + 1) + 1
 
 
@@ -151,7 +157,7 @@ def check(cfg) -> str | None:
         return (f"task.held_out = {t.held_out!r}: needs task.max_digits >= 2 (two-digit operands "
                 "must exist)")
     if not from_path(cfg.model.scale):  # tiny models: one token per character of the prompt
-        need = max_prompt_chars(t) + cfg.rollout.max_new_tokens + 2
+        need = max_prompt_chars(t, tuple(cfg.eval.held_out_sets)) + cfg.rollout.max_new_tokens + 2
         if need > cfg.model.max_positions:
             return (f"model.max_positions = {cfg.model.max_positions}: prompt + "
                     f"rollout.max_new_tokens needs {need}")
