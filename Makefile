@@ -42,8 +42,12 @@ setup: $(STAMP)
 SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
 	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi; \
 	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
+# The learning tests (long single-process runs, no SLURM, no mounts) run beside each other on two
+# workers, one file per worker; everything else runs in one process.
+LEARNING_TESTS := tests/test_loop_learning.py tests/test_loop_learning_presets.py tests/test_loop_learning_offline.py
 test: setup
-	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests
+	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests $(addprefix --ignore=,$(LEARNING_TESTS)) && \
+	  $(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS) $(LEARNING_TESTS)
 	@if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_VLLM=1; fi; $(MAKE) --no-print-directory test-vllm
 
 # vLLM's CPU build in a venv of its own (it pins torch and transformers): the vllm-marked tests for

@@ -22,7 +22,7 @@ def test_new_preset_learns_on_the_default_config(preset, tmp_path, cache_dir):
     cfg = load_config("configs/default.yaml", [
         f"algo.preset={preset}", f"run.results_dir={tmp_path}", f"run.cache_dir={cache_dir}",
         "run.sweep=learn", f"train.steps={STEPS}", "eval.every=30", f"train.checkpoint_every={STEPS}",
-        "eval.in_dist.n_items=256", "eval.held_out.n_items=64"])
+        "eval.in_dist.n_items=256", "eval.held_out.n_items=64", "run.threads=1"])
     summary = train(cfg, progress=False)
     assert summary["status"] == "finished"
     r0, final, gain, se = _paired_gain(cfg.run_dir(), STEPS)
