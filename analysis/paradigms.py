@@ -278,7 +278,7 @@ def headlines(leverage: pd.DataFrame, gains: pd.DataFrame, spreads: pd.DataFrame
         t0 = taus.iloc[0]
         r = ranks.set_index("variant")
         simpo = ""
-        if "simpo" in r.index:
+        if "simpo" in r.index and r.loc["simpo", [t0["scale_a"], t0["scale_b"]]].notna().all():
             n = r.notna().sum()
             simpo = (f"; SimPO ranks {int(r.loc['simpo', t0['scale_a']])} of "
                      f"{int(n[t0['scale_a']])} at {t0['scale_a']} and "
