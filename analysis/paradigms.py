@@ -233,16 +233,6 @@ def paradigm_ranks(g: pd.DataFrame, eval_set: str) -> tuple[pd.DataFrame, pd.Dat
     return ranks, taus, pd.DataFrame(flips)
 
 
-def compression(spreads: pd.DataFrame) -> pd.DataFrame:
-    """OXRL's compression per held-out set: in-dist spread / held-out spread of the gains, from
-    :func:`analysis.leaderboard.spread_of_gains` (its ratio_spread_gain column)."""
-    if spreads.empty:
-        return spreads
-    cols = [c for c in ("scale", "eval_set", "n_variants", "spread_gain", "ratio_spread_gain", "best")
-            if c in spreads.columns]
-    return spreads[cols].rename(columns={"ratio_spread_gain": "compression"})
-
-
 def headlines(leverage: pd.DataFrame, gains: pd.DataFrame, spreads: pd.DataFrame,
               primary: str) -> list[str]:
     """OXRL's three headlines, each read off this sweep's tables in one sentence:
@@ -278,7 +268,7 @@ def headlines(leverage: pd.DataFrame, gains: pd.DataFrame, spreads: pd.DataFrame
         t0 = taus.iloc[0]
         r = ranks.set_index("variant")
         simpo = ""
-        if "simpo" in r.index:
+        if "simpo" in r.index and r.loc["simpo", [t0["scale_a"], t0["scale_b"]]].notna().all():
             n = r.notna().sum()
             simpo = (f"; SimPO ranks {int(r.loc['simpo', t0['scale_a']])} of "
                      f"{int(n[t0['scale_a']])} at {t0['scale_a']} and "

@@ -139,3 +139,33 @@ def test_headlines_read_the_three_oxrl_claims_off_the_tables():
     assert "does not reproduce" in lines[1] and "+1.00" in lines[1]       # same order at both scales
     assert "SimPO ranks 5 of 5 at tiny-0.3m and 5 of 5 at tiny-1m" in lines[1]
     assert "**reproduces**" in lines[2] and "10.0x" in lines[2]
+
+
+def test_oxrl_tables_and_section_only_for_sweeps_with_offline_runs():
+    from types import SimpleNamespace
+
+    from analysis.leaderboard import spread_of_gains
+    from analysis.paradigms import oxrl_tables, report_section
+    from analysis.report import Report, _as_ranks
+    g = sweep(EFFECTS, noise=0.01)
+    loss = {"sft": "sft", "dpo": "dpo", "simpo": "simpo"}
+    runs = g.drop_duplicates("run_id").assign(
+        scale_value=lambda d: d["scale"], **{"run.seed": lambda d: d["seed"],
+        "algo.paradigm": lambda d: ["offline" if v in loss else "online" for v in d["variant"]],
+        "algo.offline_loss": lambda d: [loss.get(v, "none") for v in d["variant"]]})
+    finals = g.assign(scale_value=g["scale"])[["run_id", "variant", "scale_value", "eval_set", "r0", "final"]]
+    opt = SimpleNamespace(reference="grpo", n_boot=50, seed=0)
+    axes = SimpleNamespace(seed="run.seed")
+    t = oxrl_tables(finals, runs, axes, "in_dist", opt)
+    assert set(t) == {"leverage", "variance", "welch", "seed_sanity", "paradigm_ranks",
+                      "paradigm_kendall", "paradigm_flips"}
+    assert set(t["welch"]["reference"]) == {"grpo"} and t["seed_sanity"].empty
+    online = runs.assign(**{"algo.paradigm": "online"})
+    assert oxrl_tables(finals, online, axes, "in_dist", opt) == {}       # an online-only sweep
+    gains = g.groupby(["variant", "scale", "eval_set"])["gain"].mean().reset_index().assign(fit_gain=np.nan)
+    t.update(gains=gains, spreads=spread_of_gains(gains, "in_dist"))
+    r = Report()
+    report_section(r, t, "in_dist", _as_ranks)
+    md = r.to_markdown()
+    assert "which of its three headlines reproduce here" in md and "Welch t-tests" in md
+    assert "Seed sanity: every run's seed is its own" in md
