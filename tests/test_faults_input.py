@@ -32,7 +32,7 @@ CONFIGS = [
     ("out-of-range-rate", "warmup:\n  target_pass_rate: 2\n", ["warmup.target_pass_rate = 2.0", "<= 1"]),
     ("nan", "optim:\n  lr: .nan\n", ["optim.lr = nan", "expected a finite number"]),
     ("huge-int", "train:\n  steps: 1e400\n", ["train.steps", "expected"]),
-    ("bad-choice", "model:\n  scale: tiny-2m\n", ["model.scale = 'tiny-2m'", "allowed values are tiny-0.3m, tiny-1m, tiny-4m, pretrained"]),
+    ("bad-choice", "model:\n  scale: tiny-2m\n", ["model.scale = 'tiny-2m'", "allowed values are tiny-0.3m, tiny-1m, tiny-4m, tiny-moe, pretrained"]),
     ("registry-typo", "algo:\n  advantage: group_nrm\n", ["algo.advantage = 'group_nrm'", "did you mean 'group_norm'"]),
     ("import-by-string", "algo:\n  advantage: os.system\n", ["algo.advantage = 'os.system'", "allowed values are"]),
     ("derived-key", "algo:\n  deviates_from_preset: []\n", ["algo.deviates_from_preset", "derived"]),
