@@ -69,9 +69,9 @@ def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
     if not groups:
         raise ValueError(f"the pilot has no fitted group of {reference!r} on {eval_set!r}")
     main = max(groups, key=lambda x: (x.curve.n_runs, x.fit.identified))
-    out = _noise_of_group(main, fits, reference, eval_set, base or NoiseModel(), k)
     per = tuple((g.scale, _noise_of_group(g, fits, reference, eval_set, base or NoiseModel(), k))
                 for g in sorted(groups, key=lambda x: str(x.scale)))
+    out = dict(per)[main.scale]
     if len(per) < 2:
         return out
     notes = out.notes + tuple(f"at {s}: " + "; ".join(p.notes) for s, p in per if s != main.scale)
@@ -175,7 +175,7 @@ def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: i
             key = (ref.steps, ref.every, ref.seeds, var.steps, var.every, var.seeds, ref.n_items,
                    ref.k)
             pn = pilot.for_scale(scale)
-            key = (id(pn),) + key
+            key = (scale if pn is not pilot else None,) + key  # the noise this scale uses
             if key not in cache:
                 cache[key] = simulate_widths(ref, var, pn.noise, pn.mid_steps, n_sweeps,
                                              seed, n_boot)

@@ -70,8 +70,11 @@ def counted_vs_measured(batch: int, prompt: int, response: int) -> tuple[float, 
     return 6.0 * n_params * ids.numel(), float(fc.get_total_flops()), n_params
 
 
-def loop_rate(steps: int, threads: int) -> tuple[float, float, float]:
-    """(train FLOPs by the project's count, summed step seconds, median step seconds)."""
+def run_loop(steps: int, threads: int, mode=None) -> list[dict]:
+    """The metrics rows of a `steps`-step run of the default config (random init, no warm start,
+    16 prompts x 8, 16 eval items per set) in a temporary dir, inside the context ``mode``."""
+    import contextlib
+
     from harness.config import load_config
     from harness.loop import train
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,8 +83,14 @@ def loop_rate(steps: int, threads: int) -> tuple[float, float, float]:
                                  f"eval.every={steps}", "eval.in_dist.n_items=16",
                                  "eval.held_out.n_items=16", f"run.threads={threads}",
                                  f"run.results_dir={tmp}", f"run.cache_dir={tmp}/cache"])
-        train(cfg, progress=False)
-        rows = [json.loads(x) for x in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+        with mode if mode is not None else contextlib.nullcontext():
+            train(cfg, progress=False)
+        return [json.loads(x) for x in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+
+
+def loop_rate(steps: int, threads: int) -> tuple[float, float, float]:
+    """(train FLOPs by the project's count, summed step seconds, median step seconds)."""
+    rows = run_loop(steps, threads)
     tr = [r for r in rows if r.get("kind") == "train"][1:]  # the first step warms allocators up
     flops = tr[-1]["compute/flops"] - rows[[r.get("kind") for r in rows].index("train")]["compute/flops"]
     secs = [r["perf/step_s"] for r in tr]
@@ -93,18 +102,8 @@ def loop_counted(steps: int, threads: int) -> tuple[float, float]:
     rollout (prompt shared by the group, KV-cached decoding), trainer forward + backward and eval
     of ``steps`` steps, so the ratio says how far the 2N/6N rule is from what the loop runs."""
     from torch.utils.flop_counter import FlopCounterMode
-
-    from harness.config import load_config
-    from harness.loop import train
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(None, ["warmup.max_steps=0", "warmup.target_pass_rate=0",
-                                 "rollout.prompts_per_step=16", f"train.steps={steps}",
-                                 f"eval.every={steps}", "eval.in_dist.n_items=16",
-                                 "eval.held_out.n_items=16", f"run.threads={threads}",
-                                 f"run.results_dir={tmp}", f"run.cache_dir={tmp}/cache"])
-        with FlopCounterMode(display=False) as fc:
-            train(cfg, progress=False)
-        rows = [json.loads(x) for x in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+    fc = FlopCounterMode(display=False)
+    rows = run_loop(steps, threads, fc)
     last = [r for r in rows if "compute/flops" in r][-1]
     rule = float(last["compute/flops"]) + float(last.get("compute/eval_flops", 0.0))
     return rule, float(fc.get_total_flops())

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ..scales import from_path
-from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item
+from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item, compact_prompts, context_check, split_corpus
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
 KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup")
@@ -123,18 +122,12 @@ class ChainSumTask:
     def corpus(self, n: int = 2000) -> list[str]:
         """Text the local tokenizer is trained on: prompts and references of every split, plus the
         task's whole alphabet (a 2-operand chain never shows the ',' that longer chains use)."""
-        texts = ["0123456789+-=,."]
-        for split in ("train", "held_out"):
-            for it in self.take(split, 0, n // 2)[0]:
-                texts.append(it.prompt + it.reference)
-        return texts
+        return split_corpus(self, "0123456789+-=,.", n // 2)
 
 
 def from_config(cfg) -> ChainSumTask:
     """The task of a run: compact prompts for tiny models unless task.prompt_style says otherwise."""
-    style = cfg.task.prompt_style
-    compact = style == "compact" or (style == "auto" and not from_path(cfg.model.scale))
-    return ChainSumTask(cfg.task, compact=compact, extra_held_out=cfg.eval.held_out_sets)
+    return ChainSumTask(cfg.task, compact=compact_prompts(cfg), extra_held_out=cfg.eval.held_out_sets)
 
 
 # the names eval.held_out_sets may take (each a shift of the training distribution)
@@ -156,9 +149,4 @@ def check(cfg) -> str | None:
     if t.held_out in SHIFTS and t.max_digits < 2:
         return (f"task.held_out = {t.held_out!r}: needs task.max_digits >= 2 (two-digit operands "
                 "must exist)")
-    if not from_path(cfg.model.scale):  # tiny models: one token per character of the prompt
-        need = max_prompt_chars(t, tuple(cfg.eval.held_out_sets)) + cfg.rollout.max_new_tokens + 2
-        if need > cfg.model.max_positions:
-            return (f"model.max_positions = {cfg.model.max_positions}: prompt + "
-                    f"rollout.max_new_tokens needs {need}")
-    return None
+    return context_check(cfg, max_prompt_chars(t, tuple(cfg.eval.held_out_sets)))

@@ -12,8 +12,7 @@ split is a shifted distribution, one more number than training (never trained on
 
 from __future__ import annotations
 
-from ..scales import from_path
-from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item
+from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item, compact_prompts, context_check, split_corpus
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
 KEYS = ("n_numbers", "max_value", "max_target", "prompt_style")
@@ -79,17 +78,11 @@ class CountdownTask:
 
     def corpus(self, n: int = 2000) -> list[str]:
         """Text the local tokenizer is trained on: prompts and references, and the alphabet."""
-        texts = [ALPHABET]
-        for split in ("train", "held_out"):
-            for it in self.take(split, 0, n // 4)[0]:
-                texts.append(it.prompt + it.reference)
-        return texts
+        return split_corpus(self, ALPHABET, n // 4)
 
 
 def from_config(cfg) -> CountdownTask:
-    style = cfg.task.prompt_style
-    compact = style == "compact" or (style == "auto" and not from_path(cfg.model.scale))
-    return CountdownTask(cfg.task, compact=compact)
+    return CountdownTask(cfg.task, compact=compact_prompts(cfg))
 
 
 def max_prompt_chars(t) -> int:
@@ -100,10 +93,4 @@ def max_prompt_chars(t) -> int:
 
 def check(cfg) -> str | None:
     """countdown's own combination rules (pure; the config rules raise the message)."""
-    t = cfg.task
-    if not from_path(cfg.model.scale):
-        need = max_prompt_chars(t) + cfg.rollout.max_new_tokens + 2
-        if need > cfg.model.max_positions:
-            return (f"model.max_positions = {cfg.model.max_positions}: prompt + "
-                    f"rollout.max_new_tokens needs {need}")
-    return None
+    return context_check(cfg, max_prompt_chars(cfg.task))
