@@ -69,7 +69,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                         help="simulated sweeps per comparison of the report's power-planner "
                              "section (predicted interval widths for this study's schedule and "
                              "noise, beside the achieved ones; default 40; 0 skips it)")
+    parser.add_argument("--halving-replay", type=_rungs, default=None, metavar="STEP[,STEP...]",
+                        help="replay successive halving with these rungs on the finished runs "
+                             "(what `rlablate sweep --halving` would have stopped and saved, and "
+                             "the Kendall tau of its ranking against the full one): a report "
+                             "section and halving.csv")
     return parser
+
+
+def _rungs(text: str) -> list[int]:
+    try:
+        rungs = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated steps, e.g. 60,120") from None
+    if any(r <= 0 for r in rungs) or rungs != sorted(set(rungs)):
+        raise argparse.ArgumentTypeError(f"{text!r}: increasing positive steps, e.g. 60,120")
+    return rungs
 
 
 def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
@@ -107,7 +122,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                           scale_col=args.scale_col, per_run=args.per_run,
                           reference=args.reference or REFERENCE,
                           reference_explicit=args.reference is not None, calibrate=args.calibrate,
-                          plan=args.plan,
+                          plan=args.plan, halving_replay=args.halving_replay,
                           progress=lambda msg: print(f"rlablate analyze: {msg}", file=sys.stderr,
                                                      flush=True))
     created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")

@@ -107,3 +107,92 @@ def ranking_agreement(full: dict[str, float], halved: dict[str, float]) -> dict:
     tau, p = stats.kendalltau(a, b)
     return {"n_arms": len(arms), "kendall_tau": float(tau), "p": float(p),
             "same_best": max(full, key=full.get) == max(halved, key=halved.get)}
+
+
+def _arm_values(results: Results, axes, eval_set: str, max_step: float = np.inf) -> dict:
+    """(scale, arm) -> the arm's mean pass rate over its runs at each run's last eval at or
+    before ``max_step`` (the quantity both rankings of :func:`replay` order arms by)."""
+    from analysis.groups import assign_groups
+    runs = assign_groups(results, axes)
+    ev = results.evals[(results.evals["eval_set"] == eval_set) & (results.evals["step"] <= max_step)]
+    ev = ev.merge(runs[["run_id", "variant", "scale_value"]], on="run_id")
+    last = ev.sort_values("step").groupby("run_id").tail(1)
+    return {(s, v): float(g["pass_rate"].mean())
+            for (s, v), g in last.groupby(["scale_value", "variant"])}
+
+
+def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int = 400,
+           seed: int = 0, by: list[str] | None = None) -> dict:
+    """What ``--halving RUNGS`` would have decided on a *finished* sweep, and what it would have
+    cost in ranking. A run paused at a rung and resumed is bit-identical to one never paused
+    (tests/test_halving.py), so each rung's decision on the full runs' evals up to the rung is the
+    decision a live halved sweep makes; the full sweep is then the check of its ranking.
+
+    Returns the per-rung tables (as records), ``train_steps_saved_frac`` (:func:`compute_saved`),
+    and per scale the Kendall tau between the full ranking (every arm by its final pass rate) and
+    the halved one (the survivors by their final pass rate, above the arms stopped at the last
+    rung, above those stopped earlier; a stopped arm ordered by its pass rate at its rung), with
+    whether both put the same arm first."""
+    results = load_results(sweep_dir)
+    if results.runs.empty:
+        raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
+    axes = detect_axes(results, by)
+    last = results.evals.groupby("run_id")["step"].max().to_dict()
+    steps = (results.runs.set_index("run_id")["train.steps"].to_dict()
+             if "train.steps" in results.runs.columns else last)
+    total = {rid: int(steps.get(rid, last.get(rid, 0))) for rid in results.runs["run_id"]}
+    live, decisions, stopped_at = set(total), [], {}
+    for i, rung in enumerate(rungs):
+        sub = restrict(results, live, rung)
+        fits = fit_all(sub, detect_axes(sub, by), window=FitWindow(), n_boot=n_boot, seed=seed,
+                       per_run=False)
+        table = decide(fits, eval_set)
+        decisions.append((rung, table))
+        for rec in table[table["decision"] == "stop"].to_dict("records"):
+            stopped_at[(rec["scale"], rec["arm"])] = (i, rung)
+            live -= set(rec["run_ids"])
+    full = _arm_values(results, axes, eval_set)
+    ranks = {}
+    for scale in sorted({s for s, _ in full}):
+        arms = {v: x for (s, v), x in full.items() if s == scale}
+        halved = {}
+        for v, final in arms.items():
+            if (scale, v) in stopped_at:
+                i, rung = stopped_at[(scale, v)]
+                halved[v] = (i, _arm_values(results, axes, eval_set, rung)[(scale, v)])
+            else:
+                halved[v] = (len(rungs), final)
+        order = sorted(halved, key=lambda v: halved[v])
+        ranks[scale] = ranking_agreement(arms, {v: float(order.index(v)) for v in order})
+    return {"rungs": list(rungs), "eval_set": eval_set,
+            "steps": [{"rung": r, "decisions": t.to_dict("records")} for r, t in decisions],
+            "stopped": {f"{v} @ {s}": r for (s, v), (_, r) in stopped_at.items()},
+            "train_steps_saved_frac": compute_saved(decisions, total), "ranking": ranks}
+
+
+def replay_frame(record: dict) -> pd.DataFrame:
+    """:func:`replay`'s decisions as one table (a row per rung, scale and arm); the saved
+    fraction and the rankings ride in ``attrs``."""
+    rows = [{"rung": step["rung"], **{k: v for k, v in d.items() if k != "run_ids"}}
+            for step in record["steps"] for d in step["decisions"]]
+    df = pd.DataFrame(rows, columns=["rung"] + [c for c in COLUMNS if c != "run_ids"])
+    df.attrs.update(saved=record["train_steps_saved_frac"], ranking=record["ranking"],
+                    rungs=record["rungs"])
+    return df
+
+
+def halving_section(r, table: pd.DataFrame) -> None:
+    """The report's section on a replayed successive halving (``analyze --halving-replay``)."""
+    r.h("Successive halving, replayed on this sweep")
+    stops = table[table["decision"] == "stop"]
+    r.p(f"Rungs {', '.join(map(str, table.attrs['rungs']))}: at each rung every arm is fitted on "
+        f"its evals up to the rung and stopped when its A upper bound lies below the leader's "
+        f"lower bound (analysis/halving.py; a paused run resumes bit-identical, so these are the "
+        f"decisions `rlablate sweep --halving` makes). {len(stops)} arm(s) stopped; "
+        f"{table.attrs['saved']:.1%} of the sweep's train steps saved.")
+    for scale, rk in table.attrs["ranking"].items():
+        tau = rk.get("kendall_tau")
+        r.p(f"{scale}: Kendall tau between the full ranking (final pass rate) and the halved one "
+            f"= {tau:.2f} over {rk['n_arms']} arms; same best arm: {rk['same_best']}."
+            if tau == tau else f"{scale}: fewer than 2 arms, no ranking to compare.")
+    r.table(table)

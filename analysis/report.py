@@ -54,6 +54,7 @@ class AnalysisOptions:
     reference_explicit: bool = False  # given by the user: then it must name a variant
     calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
     plan: int = 0  # simulated sweeps per comparison of the planner section (CLI default 40)
+    halving_replay: list[int] | None = None  # rungs: replay successive halving on the runs
     progress: object = None  # callable(str): one line per stage (the CLI prints them to stderr)
 
 
@@ -215,13 +216,20 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
+    halving = pd.DataFrame()
+    if opt.halving_replay:
+        say(f"replaying successive halving at steps {opt.halving_replay}")
+        from analysis.halving import replay, replay_frame
+        halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot=min(opt.n_boot, 400),
+                                      seed=opt.seed, by=opt.by))
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims,
-              "calibration": calibration, "plan": plan_table, "planned": planned, **oxrl}
+              "calibration": calibration, "plan": plan_table, "planned": planned, "halving": halving, **oxrl}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
                  "claims") + tuple(oxrl) + (("calibration",) if len(calibration) else ()) + (
-                     ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()):
+                     ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()) + (
+                     ("halving",) if len(halving) else ()):
         write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
     say(f"writing tables, figures and the report into {out}")
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
@@ -368,6 +376,9 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     _calibration_section(r, t["calibration"], opt)
     from analysis.plan import planner_section
     planner_section(r, t["plan"], t["planned"], opt)
+    if len(t["halving"]):
+        from analysis.halving import halving_section
+        halving_section(r, t["halving"])
     _problems_section(r, runs, t["fits"], results.issues)
     return r
 

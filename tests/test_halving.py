@@ -86,3 +86,41 @@ def test_a_run_paused_at_a_rung_resumes_bit_identical(tmp_path, tiny_overrides):
             out.append({k: v for k, v in r.items() if not k.startswith(("perf/", "compute/wall_s"))})
         return out
     assert rows(straight) == rows(paused)
+
+
+def test_replay_on_a_finished_sweep_saves_what_the_stops_skip_and_prices_the_ranking(tmp_path):
+    """Replaying a rung at 150 on a finished 400-step sweep: the same decisions as at the rung,
+    the steps the stopped arms skip, and the ranking cost: a stopped arm drops below every
+    survivor, so an unidentified weak survivor (vapo, A 0.45) now ranks above stopped grpo/rloo."""
+    from scipy import stats
+
+    from analysis.halving import replay
+    _sweep(tmp_path)
+    rec = replay(tmp_path, [150], n_boot=300)
+    table = decide_from_dir(tmp_path, rung=150, n_boot=300)
+    stopped = set(table.loc[table["decision"] == "stop", "arm"])
+    assert {k.split(" @ ")[0] for k in rec["stopped"]} == stopped >= {"rloo", "grpo"}
+    assert rec["train_steps_saved_frac"] == pytest.approx(len(stopped) * 3 * 250 / (15 * 400))
+    (scale, rk), = rec["ranking"].items()
+    full = sorted(TRUE_A, key=TRUE_A.get)                      # worst .. best: the true order
+    survivors = sorted(set(TRUE_A) - stopped, key=TRUE_A.get)  # finals keep the true order here
+    halved = sorted(stopped, key=TRUE_A.get) + survivors
+    tau = stats.kendalltau([full.index(a) for a in TRUE_A], [halved.index(a) for a in TRUE_A])[0]
+    assert rk["n_arms"] == 5 and rk["same_best"] is True
+    assert rk["kendall_tau"] == pytest.approx(tau)
+    assert rk["kendall_tau"] < 1.0  # vapo now ranks above the stopped grpo and rloo
+
+
+def test_analyze_halving_replay_writes_its_section_and_refuses_bad_rungs(tmp_path, capsys):
+    from analysis.cli import main
+    _sweep(tmp_path, seeds=(0, 1))
+    assert main([str(tmp_path), "--bootstrap", "100", "--calibrate", "0", "--plan", "0",
+                 "--halving-replay", "150"]) == 0
+    md = (tmp_path / "analysis" / "report.md").read_text()
+    assert "Successive halving, replayed on this sweep" in md and "Kendall tau" in md
+    assert (tmp_path / "analysis" / "halving.csv").exists()
+    for bad in ("150,100", "x", "0"):
+        with pytest.raises(SystemExit) as e:
+            main([str(tmp_path), "--halving-replay", bad])
+        assert e.value.code == 2
+        assert "--halving-replay" in capsys.readouterr().err
