@@ -270,6 +270,9 @@ CASES = [
     U("model.scale=tiny-moe", "model.arch=llama", msg="model.arch = 'llama': no effect with "
       "model.scale = tiny-moe (a Qwen2-MoE model)"),
     R("algo.routing_replay=r3", msg="algo.routing_replay = 'r3': model.scale = tiny-1m is dense"),
+    R("algo.routing_replay=r3", "model.scale=tiny-moe", "rollout.engine=vllm", msg="algo.routing_replay "
+      "= 'r3': rollout.engine = vllm does not record the experts it chose (vLLM's "
+      "enable_return_routed_experts needs its Model Runner V2, which needs Triton"),
     # ---- rules: adaptive entropy control (Skywork-OR1)
     R("algo.entropy_control=target", msg="algo.entropy_control = 'target': allowed values are "
       "adaptive, fixed"),

@@ -344,7 +344,8 @@ def check_filter(cfg: Config) -> None:
                               f"{_names(SCALES, moe=True)}")
         if not ENGINES.meta(cfg.rollout.engine).records_routing:
             raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: rollout.engine = "
-                              f"{cfg.rollout.engine} does not record the experts it chose; use "
+                              f"{cfg.rollout.engine} does not record the experts it chose"
+                              f"{ENGINES.meta(cfg.rollout.engine).routing_why}; use "
                               f"{_names(ENGINES, records_routing=True)}")
     if algos.RETIREMENTS.meta(a.retire).active and cfg.task.train_items == 0:
         raise ConfigError(f"algo.retire = {a.retire!r}: needs a finite, cycling training set "
