@@ -99,6 +99,8 @@ def main(argv=None) -> None:
                 groups.setdefault(tuple(r[k] for k in rest), {}).setdefault(r["seed"], {})[str(r[key])] = r
         for g, seeds in groups.items():
             pairs = [s for s in seeds.values() if va in s and vb in s]
+            if not pairs:  # the other keys have no run at one of the two values
+                continue
             diffs = {col: [p[va][col] - p[vb][col] for p in pairs] for col in cols}
             print("| " + " | ".join([str(v) for v in g] + [str(len(pairs))]
                                     + [fmt(interval(diffs[col]), a.digits) for col in cols]) + " |")
