@@ -26,8 +26,9 @@ def _get(cfg: dict, dotted: str):
     return cfg
 
 
-def run_table(root: Path, arm_keys: list[str], metrics: list[str]) -> list[dict]:
-    """One dict per finished run: its arm keys, seed, per-run metric means and eval gains."""
+def run_table(root: Path, arm_keys: list[str], metrics: list[str], sds: list[str] = ()) -> list[dict]:
+    """One dict per finished run: its arm keys, seed, per-run metric means (and, for `sds`, the
+    standard deviation over steps, `<metric>:sd`) and eval gains."""
     out = []
     for d in sorted(p for p in root.iterdir() if (p / "summary.json").exists()):
         if json.loads((d / "summary.json").read_text()).get("status") != "finished":
@@ -40,6 +41,9 @@ def run_table(root: Path, arm_keys: list[str], metrics: list[str]) -> list[dict]
         for m in metrics:
             vals = [t[m] for t in train if t.get(m) is not None]
             r[m] = statistics.fmean(vals) if vals else float("nan")
+        for m in sds:
+            vals = [t[m] for t in train if t.get(m) is not None]
+            r[f"{m}:sd"] = statistics.stdev(vals) if len(vals) > 1 else float("nan")
         for s in ("in_dist", "held_out"):
             key = f"eval/{s}/pass@1"
             r[f"{s}_r0"], r[f"{s}_final"] = evals[0][key], evals[-1][key]
@@ -67,13 +71,15 @@ def main(argv=None) -> None:
     ap.add_argument("root", type=Path)
     ap.add_argument("--arm", required=True, help="comma-separated config keys that define an arm")
     ap.add_argument("--metrics", default="", help="comma-separated train metrics (mean over steps)")
+    ap.add_argument("--sd", default="", help="comma-separated train metrics: their spread over steps")
     ap.add_argument("--contrast", action="append", default=[],
                     help="KEY=A:B, the paired difference A - B at equal other arm keys and seed")
     ap.add_argument("--digits", type=int, default=4)
     a = ap.parse_args(argv)
     arm_keys, metrics = a.arm.split(","), [m for m in a.metrics.split(",") if m]
-    runs = run_table(a.root, arm_keys, metrics)
-    cols = metrics + ["in_dist_gain", "held_out_gain"]
+    sds = [m for m in a.sd.split(",") if m]
+    runs = run_table(a.root, arm_keys, metrics, sds)
+    cols = metrics + [f"{m}:sd" for m in sds] + ["in_dist_gain", "held_out_gain"]
     arms: dict = {}
     for r in runs:
         arms.setdefault(tuple(r[k] for k in arm_keys), []).append(r)
