@@ -41,7 +41,8 @@ def _rows(cfg):
 
 
 @pytest.mark.parametrize("target,start,expect", [
-    # the tiny model's token entropy is ~1-2 nats: a target of 5 is never reached (the coefficient
+    # the random-init tiny model (TINY: no warm-up) is near uniform over its small vocabulary
+    # (token entropy ~2.9 nats, measured): a target of 5 is never reached (the coefficient
     # rises to its bound), one of 0.01 is always exceeded (it falls to 0)
     (5.0, 0.0, [0.0, 0.01, 0.02, 0.025, 0.025]),
     (0.01, 0.025, [0.025, 0.015, 0.005, 0.0, 0.0]),
