@@ -45,6 +45,6 @@ export RLABLATE_REQUIRE_VLLM=1   # inside this venv a missing vLLM is an error, 
 export RLABLATE_TEST_CACHE=${RLABLATE_TEST_CACHE:-$VENV/cache}   # warm starts kept between runs
 # 1. the vLLM engine (real vLLM, one engine per module); 2. the second transformers version
 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m vllm tests/test_engines_vllm.py \
-  tests/test_engines_vllm_run.py || exit 1
+  tests/test_engines_vllm_interrupt.py tests/test_engines_vllm_run.py || exit 1
 "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} -m "not slow and not slurm and not faults" \
   tests/test_engines_hf.py tests/test_tasks_and_models.py tests/test_loop_train.py

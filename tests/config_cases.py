@@ -266,12 +266,25 @@ CASES = [
     # ---- rules: forced length interruptions (ScaleRL)
     U("rollout.interrupt_phrase=x", msg="rollout.interrupt_phrase = 'x': only used when "
       "rollout.think_budget > 0"),
-    R("rollout.engine=vllm", "rollout.think_budget=6", msg="rollout.think_budget = 6: rollout.engine = "
-      "vllm has no forced length interruptions; use hf"),
     R("rollout.think_budget=48", msg="rollout.think_budget = 48: must be < rollout.max_new_tokens (48)"),
     U("model.scale=tiny-moe", "model.arch=llama", msg="model.arch = 'llama': no effect with "
       "model.scale = tiny-moe (a Qwen2-MoE model)"),
     R("algo.routing_replay=r3", msg="algo.routing_replay = 'r3': model.scale = tiny-1m is dense"),
+    R("algo.routing_replay=r3", "model.scale=tiny-moe", "rollout.engine=vllm", msg="algo.routing_replay "
+      "= 'r3': rollout.engine = vllm does not record the experts it chose (vLLM's "
+      "enable_return_routed_experts needs its Model Runner V2, which needs Triton"),
+    # ---- rules: adaptive entropy control (Skywork-OR1)
+    R("algo.entropy_control=target", msg="algo.entropy_control = 'target': allowed values are "
+      "adaptive, fixed"),
+    U("algo.entropy_target=0.5", msg="algo.entropy_target = 0.5: only used when "
+      "algo.entropy_control is adaptive (it is fixed)"),
+    U("algo.entropy_coef_step=0.001", msg="algo.entropy_coef_step = 0.001: only used when "
+      "algo.entropy_control is adaptive (it is fixed)"),
+    U("algo.entropy_coef_max=0.01", msg="algo.entropy_coef_max = 0.01: only used when "
+      "algo.entropy_control is adaptive (it is fixed)"),
+    R("algo.entropy_control=adaptive", "algo.entropy_coef=0.01", msg="algo.entropy_coef = 0.01: the "
+      "start value of an adaptive coefficient must be <= algo.entropy_coef_max (0.005)"),
+    L("algo.entropy_target=0", msg="algo.entropy_target = 0.0: must be > 0"),
     # ---- rules: prompt retirement (No-Positive-Resampling) needs a finite training set
     R("algo.retire=no_positive", msg="algo.retire = 'no_positive': needs a finite, cycling training "
       "set (task.train_items > 0)"),

@@ -114,7 +114,8 @@ def test_replay_keeps_the_router_gradient(tmp_path):
 def test_replay_on_a_dense_model_or_vllm_is_a_one_line_error():
     with pytest.raises(ConfigError, match=r"^algo.routing_replay = 'r3': model.scale = tiny-1m is dense"):
         load_config(None, ["algo.routing_replay=r3"])
-    with pytest.raises(ConfigError, match="does not record the experts"):
+    with pytest.raises(ConfigError, match=r"does not record the experts it chose \(vLLM's "
+                       r"enable_return_routed_experts needs its Model Runner V2, which needs Triton"):
         load_config(None, ["algo.routing_replay=r3", "model.scale=tiny-moe", "rollout.engine=vllm"])
 
 

@@ -22,6 +22,7 @@ Every function of an axis shares one signature (each module's docstring has it a
 - adv_batch_scope (response_mask, rewards, kept) -> the dropped rows a batch statistic counts, or None
 - retire      (passes (N,), attempts (N,), *, threshold) -> (N,) bool, items of a finite train set never drawn again
 - routing_replay (natural (N, k), recorded (N, k)) -> the MoE experts the trainer's forward uses
+- entropy_control (coef, entropy, *, target, step, max_coef) -> the next step's entropy-bonus coefficient
 - paradigm    online | offline (properties only: `offline`)
 - offline_loss (PairLogps, *, <the algo keys in its `keys` property>, state) -> OfflineOut
 
@@ -35,6 +36,7 @@ from ..registry import Registry
 from .advantages import (ADVANTAGES, compute_gae, compute_value_targets, length_adaptive_lambda,
                          outcome_token_rewards, overlong_penalty)
 from .aggregations import AGGREGATIONS, positive_nll_weights
+from .entropy import ENTROPY_CONTROLS
 from .filters import ADV_BATCH_SCOPES, GROUP_FILTERS, informative_groups
 from .kl import KL_ESTIMATORS, KL_MODES
 from .offline import OFFLINE_KEYS, OFFLINE_LOSSES, PARADIGMS, OfflineOut, PairLogps, offline_knobs
@@ -50,12 +52,12 @@ REGISTRIES: dict[str, Registry] = {
     "kl": KL_ESTIMATORS, "kl_mode": KL_MODES, "old_logprobs": OLD_LOGPROBS,
     "rollout_correction": ROLLOUT_CORRECTIONS, "group_filter": GROUP_FILTERS,
     "off_policy_mask": OFF_POLICY_MASKS, "adv_batch_scope": ADV_BATCH_SCOPES,
-    "retire": RETIREMENTS, "routing_replay": ROUTING_REPLAYS,
+    "retire": RETIREMENTS, "routing_replay": ROUTING_REPLAYS, "entropy_control": ENTROPY_CONTROLS,
     "paradigm": PARADIGMS, "offline_loss": OFFLINE_LOSSES,
 }
 
 __all__ = ["OFFLINE_KEYS", "OFFLINE_LOSSES", "PARADIGMS", "OfflineOut", "PairLogps", "offline_knobs",
-           "ADV_BATCH_SCOPES", "ADVANTAGES", "AGGREGATIONS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES",
+           "ADV_BATCH_SCOPES", "ADVANTAGES", "AGGREGATIONS", "ENTROPY_CONTROLS", "GROUP_FILTERS", "KL_ESTIMATORS", "KL_MODES",
            "OFF_POLICY_MASKS", "OLD_LOGPROBS", "RETIREMENTS", "ROUTING_REPLAYS", "surrogate_knobs",
            "RATIOS", "REGISTRIES", "ROLLOUT_CORRECTIONS", "SURROGATES", "SurrogateOut", "compute_gae",
            "compute_value_targets", "informative_groups", "length_adaptive_lambda",

@@ -344,7 +344,8 @@ def check_filter(cfg: Config) -> None:
                               f"{_names(SCALES, moe=True)}")
         if not ENGINES.meta(cfg.rollout.engine).records_routing:
             raise ConfigError(f"algo.routing_replay = {a.routing_replay!r}: rollout.engine = "
-                              f"{cfg.rollout.engine} does not record the experts it chose; use "
+                              f"{cfg.rollout.engine} does not record the experts it chose"
+                              f"{ENGINES.meta(cfg.rollout.engine).routing_why}; use "
                               f"{_names(ENGINES, records_routing=True)}")
     if algos.RETIREMENTS.meta(a.retire).active and cfg.task.train_items == 0:
         raise ConfigError(f"algo.retire = {a.retire!r}: needs a finite, cycling training set "
@@ -352,6 +353,13 @@ def check_filter(cfg: Config) -> None:
     if not algos.RETIREMENTS.meta(a.retire).active:
         _unused("algo", a, AlgoCfg, ("retire_threshold",), f"only used when algo.retire is "
                 f"{_names(algos.RETIREMENTS, active=True)} (it is {a.retire})")
+    if not algos.ENTROPY_CONTROLS.meta(a.entropy_control).adaptive:
+        _unused("algo", a, AlgoCfg, ("entropy_target", "entropy_coef_step", "entropy_coef_max"),
+                f"only used when algo.entropy_control is "
+                f"{_names(algos.ENTROPY_CONTROLS, adaptive=True)} (it is {a.entropy_control})")
+    elif a.entropy_coef > a.entropy_coef_max:
+        raise ConfigError(f"algo.entropy_coef = {a.entropy_coef}: the start value of an adaptive "
+                          f"coefficient must be <= algo.entropy_coef_max ({a.entropy_coef_max})")
     if a.max_gen_rounds > 1 and not algos.GROUP_FILTERS.meta(a.group_filter).drops:
         raise ConfigError(f"algo.max_gen_rounds = {a.max_gen_rounds}: refilling needs a filter "
                           f"(algo.group_filter = {_names(algos.GROUP_FILTERS, drops=True)}); with "

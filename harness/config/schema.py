@@ -211,7 +211,18 @@ class AlgoCfg:
     vespo_lambda_neg: float = F(2.0, "vespo: Gamma kernel rate lambda for A < 0 (TRL 2)", lo=0)
     entropy_coef: float = F(0.0, "entropy bonus: loss -= entropy_coef * sum(w * H_t), H_t the "
                             "policy's entropy at token t, w the aggregation's weights (verl "
-                            "entropy_coeff; TRL entropy_coef); 0 = off", lo=0)
+                            "entropy_coeff; TRL entropy_coef); 0 = off; the start value under "
+                            "algo.entropy_control = adaptive", lo=0)
+    entropy_control: str = F("fixed", "how the entropy bonus coefficient moves between steps: fixed, "
+                             "or adaptive (Skywork-OR1: +entropy_coef_step while the step's entropy "
+                             "is below entropy_target, - above, within [0, entropy_coef_max]; "
+                             "logged as policy/entropy_coef)", choices_from="entropy_control")
+    entropy_target: float = F(0.2, "adaptive entropy control: target mean token entropy (nats; "
+                              "Skywork-OR1 0.2)", lo=0, lo_open=True)
+    entropy_coef_step: float = F(1e-4, "adaptive entropy control: the coefficient's change per step "
+                                 "(Skywork-OR1 1e-4)", lo=0, lo_open=True)
+    entropy_coef_max: float = F(5e-3, "adaptive entropy control: the coefficient's upper bound "
+                                "(Skywork-OR1 0.005)", lo=0, lo_open=True)
     dual_clip: float = F(0.0, "dual-clip c > 1 of ppo_clip: for A < 0 the objective is floored at "
                          "c*A (Ye et al. 2020); 0 = off", lo=0)
     adv_eps: float = F(1e-6, "epsilon in std normalisation", lo=0, lo_open=True)

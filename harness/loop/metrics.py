@@ -29,6 +29,8 @@ class Counters:
     eval_flops: float = 0.0
     value_pretrained: int = 0    # VAPO value-pretraining batches done
     offline_state: dict = field(default_factory=dict)  # what an offline loss carries (kto_ema)
+    entropy_coef: float | None = None  # the entropy bonus coefficient of the next step (None:
+    #                                    algo.entropy_coef; moved by algo.entropy_control)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -236,9 +236,10 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
     ro, rewards, scores = sampled.kept_rows()
     n_groups = len(sampled.kept) // cfg.rollout.group_size  # a filtered step may keep no group
     prep, upd = Prepared(batch=None), UpdateStats()
+    ent_coef = cfg.algo.entropy_coef if c.entropy_coef is None else c.entropy_coef
     if n_groups:
         prep = prepare(p, ro, rewards, scores, step, dropped=_dropped(sampled, cfg.algo))
-        upd = update(p, prep.batch, n_groups, step, lag, prep.mismatch)
+        upd = update(p, prep.batch, n_groups, step, lag, prep.mismatch, entropy_coef=ent_coef)
     t_sync = time.time()
     if n_groups:
         p.sync_engines()                          # e.g. vLLM: load the updated weights
@@ -251,10 +252,24 @@ def _step(p: Parts, step: int, pretrain_losses: list) -> dict:
                     with_reference=p.reference is not None, pos_nll=cfg.algo.pos_nll_coef > 0,
                     sync_s=sync_s, optimizer_lr=p.scheduler.get_last_lr()[0], dt=time.time() - t0)
     row |= p.train_set.stats()  # a finite training set: retired / seen items (else nothing)
+    row |= _entropy_control(p, ent_coef, upd)
     if pretrain_losses:  # once, in the first row after VAPO value pretraining
         row["value/pretrain_loss_first"] = pretrain_losses[0]
         row["value/pretrain_loss_last"] = pretrain_losses[-1]
     return row
+
+
+def _entropy_control(p: Parts, coef: float, upd: UpdateStats) -> dict:
+    """The next step's entropy bonus coefficient (algo.entropy_control) from this step's and the
+    mean token entropy of its updates (unchanged by a step without updates); an adaptive one is
+    logged as the coefficient this step used."""
+    a, c = p.cfg.algo, p.counters
+    tokens = upd.sums.get("tokens", 0.0)
+    if tokens:
+        c.entropy_coef = algos.ENTROPY_CONTROLS[a.entropy_control](
+            coef, upd.sums["entropy"] / tokens, target=a.entropy_target, step=a.entropy_coef_step,
+            max_coef=a.entropy_coef_max)
+    return {"policy/entropy_coef": coef} if algos.ENTROPY_CONTROLS.meta(a.entropy_control).adaptive else {}
 
 
 def _offline_step(p: Parts, step: int, pretrain_losses: list) -> dict:

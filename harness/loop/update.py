@@ -48,17 +48,19 @@ class UpdateStats:
             self.sums[k] = max(self.sums.get(k, 0.0), v) if k.startswith("max_") else self.sums.get(k, 0.0) + v
 
 
-def update(p: Parts, b: StepBatch, n_groups: int, step: int, lag: int, mismatch: dict) -> UpdateStats:
+def update(p: Parts, b: StepBatch, n_groups: int, step: int, lag: int, mismatch: dict,
+           entropy_coef: float | None = None) -> UpdateStats:
     """Every optimizer update of one step (and the critic's, on the same minibatches). With the
     sampler's log-probs as pi_old and no lag, the first update's ratio is the rollout/train
-    mismatch: it is recorded in `mismatch` unless prepare measured it already."""
+    mismatch: it is recorded in `mismatch` unless prepare measured it already. `entropy_coef`: the
+    step's entropy bonus coefficient (None = algo.entropy_coef)."""
     a, r, o = p.cfg.algo, p.cfg.rollout, p.cfg.optim
     out = UpdateStats()
     for idx in minibatch_rows(n_groups, a.epochs, a.minibatches, r.group_size):
         mb = b.rows(idx)
         p.optimizer.zero_grad(set_to_none=True)
         st = policy_backward(p.policy, mb, a, group_size=r.group_size, max_new_tokens=r.max_new_tokens,
-                             temperature=r.temperature)
+                             temperature=r.temperature, entropy_coef=entropy_coef)
         distributed.sum_gradients(p.policy)  # data parallel: the combined minibatch
         st = distributed.sum_stats(st)
         check_finite("loss", torch.tensor(st["loss"]), step)
@@ -81,7 +83,7 @@ def update(p: Parts, b: StepBatch, n_groups: int, step: int, lag: int, mismatch:
 
 
 def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new_tokens: int,
-                    temperature: float) -> dict:
+                    temperature: float, entropy_coef: float | None = None) -> dict:
     """Accumulate d(loss)/d(params) of one minibatch into `.grad` (the caller zeroes and steps).
 
     loss = sum(w * (c_t * M_i * surrogate_t + kl_coef * kl_t [KL as a loss]))
@@ -89,7 +91,8 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
            + pos_nll_coef * sum(w_pos * -log pi_t)   [VAPO positive-example LM loss]
 
     c_t is the rollout/train mismatch correction (algo.rollout_correction; 1 when off), M_i the
-    loss-time off-policy sequence mask (algo.off_policy_mask; 1 when off).
+    loss-time off-policy sequence mask (algo.off_policy_mask; 1 when off), entropy_coef the step's
+    coefficient (argument; None = algo.entropy_coef; moved between steps by algo.entropy_control).
     Under data parallel (harness.distributed) the weights are those of the minibatch of all ranks,
     so summing the ranks' gradients gives the single-process gradient of the combined minibatch.
     Returns sums over the minibatch for logging (the loss itself is exact, not a sum of means);
@@ -110,7 +113,10 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
         if algos.OFF_POLICY_MASKS.meta(a.off_policy_mask).active else None
     st = {"loss": 0.0, "tokens": 0.0, "clipped": 0.0, "entropy": 0.0, "abs_log_ratio": 0.0,
           "max_abs_log_ratio": 0.0, "approx_kl": 0.0, "kl_ref": 0.0, "pos_nll": 0.0}
-    skip = inert_rows(b, w, w_pos, a)
+    ent_coef = a.entropy_coef if entropy_coef is None else entropy_coef
+    # an adaptive coefficient measures the entropy of every loss token, whatever its value now
+    skip = inert_rows(b, w, w_pos, a, entropy_acts=ent_coef > 0 or
+                      algos.ENTROPY_CONTROLS.meta(a.entropy_control).adaptive)
     forwarded = False
     for j in torch.arange(len(b)).chunk(a.micro_batches):
         j = j[~skip[j]]
@@ -145,9 +151,9 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
                 token_loss = token_loss + kl_coef_loss * kl
             st["kl_ref"] += (kl.detach() * m).sum().item()
         loss = (token_loss * w[j]).sum()
-        if a.entropy_coef > 0:  # entropy bonus, aggregated like the policy loss (verl)
+        if ent_coef > 0:  # entropy bonus, aggregated like the policy loss (verl)
             ent_term = (ent * m * w[j]).sum()
-            loss = loss - a.entropy_coef * ent_term
+            loss = loss - ent_coef * ent_term
             st["entropy_bonus"] = st.get("entropy_bonus", 0.0) + ent_term.item()
         if w_pos is not None:
             nll = (-logp * w_pos[j]).sum()
@@ -170,7 +176,8 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
     return st
 
 
-def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: AlgoCfg) -> torch.Tensor:
+def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: AlgoCfg,
+               entropy_acts: bool | None = None) -> torch.Tensor:
     """(B,) bool: rows that add exactly zero to the loss and its gradient whatever the policy, so
     `policy_backward` need not forward them. A row is inert when no KL term is configured, its
     positive-NLL weights are zero, and either its aggregation weights are all zero or its advantage
@@ -178,11 +185,13 @@ def inert_rows(b: StepBatch, w: torch.Tensor, w_pos: Optional[torch.Tensor], a: 
     (checked on the registered function, `_vanishes_at_zero_advantage`). Ratios are per row, so
     skipping a row changes no other row's loss."""
     none = torch.zeros(len(b), dtype=torch.bool)
+    if entropy_acts is None:  # whether an entropy bonus acts (or is measured for its control)
+        entropy_acts = a.entropy_coef > 0
     if algos.KL_ESTIMATORS.meta(a.kl).needs_reference:
         return none
     inert = (w == 0).all(-1)
     knobs = tuple(sorted(algos.surrogate_knobs(a.surrogate, a).items()))
-    if a.entropy_coef == 0 and _vanishes_at_zero_advantage(a.surrogate, knobs):
+    if not entropy_acts and _vanishes_at_zero_advantage(a.surrogate, knobs):
         inert |= (b.adv == 0).all(-1)
     if w_pos is not None:
         inert &= (w_pos == 0).all(-1)
