@@ -14,6 +14,11 @@ back-propagates its own rows and the gradients are summed across ranks (not aver
 are already globally normalised). The update is therefore the single-process update of the
 combined minibatch (tested with gloo on CPU). Rank 0 alone logs, evaluates and checkpoints.
 
+The offline paradigm (loop/offline.py) splits each minibatch of preference pairs over the ranks
+the same way: every rank reads the same pairs, keeps rows r, r+W, ... of each minibatch, and
+computes the loss of the whole minibatch from the all-gathered per-pair log-probabilities
+(`gather_rows`), so the summed gradients equal the single-process update (tested).
+
 Outside torchrun (WORLD_SIZE unset or 1) every function here is the identity.
 """
 
@@ -79,6 +84,25 @@ def global_weights(weight_fn, mask: torch.Tensor) -> torch.Tensor:
     w = weight_fn(torch.cat(bufs))
     start = sum(sizes[:dist.get_rank()])
     return w[start:start + mask.shape[0], :mask.shape[1]]
+
+
+def gather_rows(t: torch.Tensor) -> torch.Tensor:
+    """(n_r,) on each rank -> every rank's rows concatenated in rank order. This rank's own rows
+    keep their autograd graph, the others are detached values: a loss of the whole (combined)
+    minibatch then back-propagates into this rank's rows only, and the gradients summed over
+    ranks are the single-process gradient of that loss, whatever its normalisers (the offline
+    losses' means, SFT's token count, KTO's reference point). Ranks may hold different n_r."""
+    if not active():
+        return t
+    sizes = [torch.zeros(1, dtype=torch.long, device=_dev()) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, torch.tensor([t.shape[0]], device=_dev()))
+    sizes = [int(s.item()) for s in sizes]
+    pad = torch.nn.functional.pad(t.detach(), (0, max(sizes) - t.shape[0])).to(_dev())
+    big = [torch.zeros_like(pad) for _ in sizes]
+    dist.all_gather(big, pad.contiguous())
+    parts = [b[:n].to(t.device) for b, n in zip(big, sizes)]
+    parts[dist.get_rank()] = t
+    return torch.cat(parts)
 
 
 def _dev() -> torch.device:

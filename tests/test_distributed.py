@@ -149,3 +149,64 @@ def test_two_process_training_run_keeps_ranks_in_sync(tiny_overrides):
     assert [r["compute/tokens"] for r in tr0] == [r["compute/tokens"] for r in tr1]  # global count
     # each rank sampled different prompts: its own rollout statistics
     assert [r["rollout/response_len"] for r in tr0] != [r["rollout/response_len"] for r in tr1]
+
+
+def _fake_score(self, response, item):
+    """test_loop_offline's stand-in verifier (a random model's responses all score 0): a response
+    by its length's parity, so the self-play groups have a best and a worst."""
+    return float(len(response) % 2)
+
+
+def _offline_worker(rank, world, port, over):
+    from harness.tasks.chain_sum import ChainSumTask
+    ChainSumTask.score = _fake_score
+    _train_worker(rank, world, port, over)
+
+
+OFFLINE_DP = ["algo.paradigm=offline", "offline.n_prompts=16", "offline.samples=4",
+              "rollout.prompts_per_step=8", "train.steps=3", "eval.every=3",
+              "train.checkpoint_every=3"]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("loss", ["kto", "sft"])
+def test_two_process_offline_run_equals_the_single_process_run(tiny_overrides, tmp_path,
+                                                                monkeypatch, loss):
+    """The offline paradigm under data parallel (gloo, 2 processes, each half of every minibatch of
+    pairs): the same train rows and the same weights after 3 steps as one process. kto (pair
+    means and the reference point z0 over the mismatched pairs of the whole minibatch) and sft
+    (the token-mean NLL: one normaliser over both processes' tokens)."""
+    import json as _json
+
+    from harness.loop import train
+    from harness.tasks.chain_sum import ChainSumTask
+    monkeypatch.setattr(ChainSumTask, "score", _fake_score)
+    tiny = [o for o in tiny_overrides if not o.startswith(("rollout.group_size=", "run.cache_dir=",
+                                                           "rollout.prompts_per_step=", "train.",
+                                                           "eval.every="))]
+    over = tiny + OFFLINE_DP + [f"algo.offline_loss={loss}", f"run.cache_dir={tmp_path / 'cache'}"]
+    one = load_config(None, over + [f"run.results_dir={tmp_path / 'one'}"])
+    assert train(one, progress=False)["status"] == "finished"     # builds the shared self-play set
+    two_over = over + [f"run.results_dir={tmp_path / 'two'}"]
+    mp.spawn(_offline_worker, args=(2, _free_port(), two_over), nprocs=2, join=True)
+    two = load_config(None, two_over)
+
+    def rows(cfg, sub=""):
+        return [_json.loads(x) for x in open(cfg.run_dir() / sub / "metrics.jsonl")
+                if _json.loads(x)["kind"] == "train"]
+    r1, r2, r2b = rows(one), rows(two), rows(two, ".rank1")
+    assert len(r1) == len(r2) == 3
+    for key in ("loss/offline", "policy/grad_norm", "offline/chosen_logp"):
+        assert [r[key] for r in r2] == pytest.approx([r[key] for r in r1], rel=1e-5, abs=1e-6), key
+        assert [r[key] for r in r2b] == [r[key] for r in r2], key        # both ranks agree
+    assert [r["compute/tokens"] for r in r2] == [r["compute/tokens"] for r in r1]
+    assert [r["compute/flops"] for r in r2] == pytest.approx([r["compute/flops"] for r in r1])
+    w1 = torch.load(one.run_dir() / "checkpoints" / "last.pt", weights_only=False)["model"]
+    w2 = torch.load(two.run_dir() / "checkpoints" / "last.pt", weights_only=False)["model"]
+    diff = max(float((w1[k] - w2[k]).abs().max()) for k in w1)
+    assert diff < 1e-5, diff
+    # the test can fail: 3 updates moved the weights by far more than the tolerance
+    from safetensors.torch import load_file
+    w0 = load_file(next((tmp_path / "cache" / "warmstart").glob("*/model.safetensors")))
+    common = [k for k in w1 if k in w0]
+    assert common and max(float((w1[k] - w0[k]).abs().max()) for k in common) > 100 * max(diff, 1e-6)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import algos
+from .. import algos, distributed
 from ..batch import encode_prompts, minibatch_rows
 from ..models import sequence_logprobs
 from .finite import check_finite
@@ -90,43 +90,75 @@ def step_rows(p: Parts, idx: list[int], meta) -> dict:
     return rows
 
 
+def _reference(p: Parts, rows: dict, used: dict) -> dict:
+    """Summed reference log-probs of the rows this process reads (`used[name]`: row indices, all
+    of them in one process), forwarded once per step; rows it never reads stay 0."""
+    ref = {}
+    with torch.no_grad():
+        for name, r in rows.items():
+            idx = used[name]
+            if idx is None:
+                ref[name] = summed_logprobs(p.reference, r)
+                p.meter.forward(p.n_params, r)
+            else:
+                sub = r.rows(idx)
+                ref[name] = torch.zeros(r.prompt_ids.shape[0], device=r.prompt_ids.device)
+                ref[name][idx] = summed_logprobs(p.reference, sub)
+                p.meter.forward(p.n_params, sub)
+    return ref
+
+
 def offline_step(p: Parts, step: int) -> dict:
-    """One offline step: its pairs, the reference pass, the updates; returns the train row."""
+    """One offline step: its pairs, the reference pass, the updates; returns the train row.
+
+    Data parallel (harness/distributed.py): every process reads the same pairs and the same
+    minibatch order, keeps pairs r, r+W, ... of each minibatch, and computes the loss of the whole
+    minibatch from the all-gathered per-pair log-probs (`distributed.gather_rows`; a permutation
+    of the single-process rows, which every loss here is invariant to), so the summed gradients
+    are the single-process update."""
     cfg, c = p.cfg, p.counters
     a = cfg.algo
     t0 = time.time()
+    flops0, tokens0 = c.flops, c.tokens
     meta = algos.OFFLINE_LOSSES.meta(a.offline_loss)
     loss_fn, knobs = algos.OFFLINE_LOSSES[a.offline_loss], algos.offline_knobs(a.offline_loss, a)
     n = cfg.rollout.prompts_per_step
     idx, c.cursor = pair_indices(len(p.offline), c.cursor, n, cfg.run.seed)
     rows = step_rows(p, idx, meta)
     k = 2 if meta.needs_rejected else 1  # rows per pair in rows["pairs"]
-    ref = {}
-    if meta.needs_reference:
-        with torch.no_grad():
-            for name, r in rows.items():
-                ref[name] = summed_logprobs(p.reference, r)
-                p.meter.forward(p.n_params, r)
+    W, rank = p.dp.world, p.dp.rank
+    gather = distributed.gather_rows
+
+    def pair_rows_of(mb):
+        return (mb.unsqueeze(-1) * k + torch.arange(k)).reshape(-1)
+
+    mbs = minibatch_rows(n, a.epochs, a.minibatches, group_size=1)
+    used = {name: None for name in rows}
+    if W > 1:  # this process's share of every minibatch, and the rows it reads
+        mbs = [mb[rank::W] for mb in mbs]
+        mine = torch.unique(torch.cat(mbs)) if mbs else torch.zeros(0, dtype=torch.long)
+        used = {"pairs": pair_rows_of(mine), "mismatched": torch.cat([mine, mine + n])}
+    ref = _reference(p, rows, used) if meta.needs_reference else {}
     lens = rows["pairs"].response_mask.sum(-1).to(torch.float32)
     losses, grad_norms, stats = [], [], {}
-    for mb in minibatch_rows(n, a.epochs, a.minibatches, group_size=1):
+    for mb in mbs:
         p.optimizer.zero_grad(set_to_none=True)
-        pair_rows = (mb.unsqueeze(-1) * k + torch.arange(k)).reshape(-1)
+        pair_rows = pair_rows_of(mb)
         r = rows["pairs"].rows(pair_rows)
         pol = summed_logprobs(p.policy, r)
-        lp = algos.PairLogps(pol_c=pol[0::k], len_c=lens[pair_rows][0::k])
+        lp = algos.PairLogps(pol_c=gather(pol[0::k]), len_c=gather(lens[pair_rows][0::k]))
         if meta.needs_rejected:
-            lp.pol_r, lp.len_r = pol[1::k], lens[pair_rows][1::k]
+            lp.pol_r, lp.len_r = gather(pol[1::k]), gather(lens[pair_rows][1::k])
         if meta.needs_reference:
-            lp.ref_c = ref["pairs"][pair_rows][0::k]
-            lp.ref_r = ref["pairs"][pair_rows][1::k] if meta.needs_rejected else None
+            lp.ref_c = gather(ref["pairs"][pair_rows][0::k])
+            lp.ref_r = gather(ref["pairs"][pair_rows][1::k]) if meta.needs_rejected else None
         trained = [r]
         if meta.needs_mismatched:  # the minibatch's examples' mismatched rows (B chosen, B rejected)
             mm = torch.cat([mb, mb + n])
             m_rows = rows["mismatched"].rows(mm)
             with torch.no_grad():  # z0 carries no gradient
-                lp.pol_kl = summed_logprobs(p.policy, m_rows)
-            lp.ref_kl = ref["mismatched"][mm]
+                lp.pol_kl = gather(summed_logprobs(p.policy, m_rows))
+            lp.ref_kl = gather(ref["mismatched"][mm])
             p.meter.forward(p.n_params, m_rows)
         out = loss_fn(lp, state=dict(c.offline_state), **knobs)
         # what the loss does to each side: the per-token log-prob (and log-ratio) of chosen/rejected
@@ -141,6 +173,7 @@ def offline_step(p: Parts, step: int) -> dict:
             stats.setdefault(key, []).append(float(v.detach()))
         check_finite("loss", out.loss.detach(), step)
         out.loss.backward()
+        distributed.sum_gradients(p.policy)  # data parallel: the combined minibatch's gradient
         o = cfg.optim
         gn = torch.nn.utils.clip_grad_norm_(p.policy.parameters(), o.grad_clip if o.grad_clip > 0
                                             else float("inf"))
@@ -153,6 +186,9 @@ def offline_step(p: Parts, step: int) -> dict:
         grad_norms.append(gn.item())
         for key, v in out.stats.items():
             stats.setdefault(key, []).append(v)
+    if W > 1:  # every process's FLOPs and tokens
+        d = distributed.sum_stats({"flops": c.flops - flops0, "tokens": c.tokens - tokens0})
+        c.flops, c.tokens = flops0 + d["flops"], tokens0 + int(d["tokens"])
     c.step = step
     dt = time.time() - t0
     n_tok = rows["pairs"].n_tokens

@@ -175,8 +175,6 @@ def build_parts(cfg: Config, dp: distributed.DistInfo, progress: bool) -> Parts:
                   train_set=TrainSet(task, cfg.task.train_items, cfg.run.seed, a.retire,
                                      a.retire_threshold))
     if algos.PARADIGMS.meta(a.paradigm).offline:  # the data set, built once and cached
-        if dp.world > 1:
-            raise RuntimeError("algo.paradigm = offline runs in one process (no data parallel yet)")
         parts.offline = get_offline_data(cfg, tok, task, warm_path, device, offline_loss.selfplay)
         # its generation is compute this run spent (a resumed run restores its counters)
         parts.counters.flops += parts.offline.info["flops"]

@@ -273,8 +273,9 @@ def _entropy_control(p: Parts, coef: float, upd: UpdateStats) -> dict:
 
 
 def _offline_step(p: Parts, step: int, pretrain_losses: list) -> dict:
-    """One offline step (loop/offline.py) under the step's seed (its minibatch order)."""
-    torch.manual_seed(step_seed(p.cfg.run.seed, step) + p.dp.rank)
+    """One offline step (loop/offline.py) under the step's seed (its minibatch order: the same
+    on every data-parallel process, which each take their share of every minibatch)."""
+    torch.manual_seed(step_seed(p.cfg.run.seed, step))
     return offline_step(p, step)
 
 
