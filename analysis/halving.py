@@ -77,11 +77,19 @@ def decide_from_dir(sweep_dir, rung: int, eval_set: str = "in_dist",
                     run_ids: list[str] | None = None, n_boot: int = 400, seed: int = 0,
                     by: list[str] | None = None) -> pd.DataFrame:
     """:func:`decide` on a sweep directory's runs (``run_ids``), with their evals up to ``rung``."""
-    results = restrict(load_results(sweep_dir), set(run_ids) if run_ids else None, rung)
+    results = load_results(sweep_dir)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
-    axes = detect_axes(results, by)
-    fits = fit_all(results, axes, window=FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
+    return decide_at(results, rung, set(run_ids) if run_ids else None, eval_set, n_boot, seed, by)
+
+
+def decide_at(results: Results, rung: int, run_ids: set[str] | None, eval_set: str = "in_dist",
+              n_boot: int = 400, seed: int = 0, by: list[str] | None = None) -> pd.DataFrame:
+    """:func:`decide` on loaded ``results``: the runs ``run_ids`` (all when None), each arm fitted
+    on its evals up to ``rung``."""
+    sub = restrict(results, run_ids, rung)
+    fits = fit_all(sub, detect_axes(sub, by), window=FitWindow(), n_boot=n_boot, seed=seed,
+                   per_run=False)
     return decide(fits, eval_set)
 
 
@@ -143,15 +151,13 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     total = {rid: int(steps.get(rid, last.get(rid, 0))) for rid in results.runs["run_id"]}
     live, decisions, stopped_at = set(total), [], {}
     for i, rung in enumerate(rungs):
-        sub = restrict(results, live, rung)
-        fits = fit_all(sub, detect_axes(sub, by), window=FitWindow(), n_boot=n_boot, seed=seed,
-                       per_run=False)
-        table = decide(fits, eval_set)
+        table = decide_at(results, rung, live, eval_set, n_boot, seed, by)
         decisions.append((rung, table))
         for rec in table[table["decision"] == "stop"].to_dict("records"):
             stopped_at[(rec["scale"], rec["arm"])] = (i, rung)
             live -= set(rec["run_ids"])
     full = _arm_values(results, axes, eval_set)
+    at_rung = {r: _arm_values(results, axes, eval_set, r) for r in rungs}
     ranks = {}
     for scale in sorted({s for s, _ in full}):
         arms = {v: x for (s, v), x in full.items() if s == scale}
@@ -159,7 +165,7 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
         for v, final in arms.items():
             if (scale, v) in stopped_at:
                 i, rung = stopped_at[(scale, v)]
-                halved[v] = (i, _arm_values(results, axes, eval_set, rung)[(scale, v)])
+                halved[v] = (i, at_rung[rung][(scale, v)])
             else:
                 halved[v] = (len(rungs), final)
         order = sorted(halved, key=lambda v: halved[v])
