@@ -42,13 +42,17 @@ setup: $(STAMP)
 SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
 	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi; \
 	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
-# The learning tests (long single-process runs, no SLURM, no mounts) run beside each other on two
-# workers, one file per worker; everything else runs in one process.
-LEARNING_TESTS := tests/test_loop_learning.py tests/test_loop_learning_presets.py tests/test_loop_learning_offline.py
+# The suite runs on two workers (tests/conftest.py, group_for_workers): the SLURM and fault tests one
+# after another in one worker (they share the cluster and the mounts, and mostly wait on them), every
+# other file whole in whichever worker is free, the long learning files first. Meanwhile vLLM's CPU
+# build is installed into .venv-vllm in the background (I/O-bound); its tests run after the suite.
 test: setup
-	@$(SLURM_UP); $(PY) -m pytest -q $(PYTEST_ARGS) tests $(addprefix --ignore=,$(LEARNING_TESTS)) && \
-	  $(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS) $(LEARNING_TESTS)
-	@if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_VLLM=1; fi; $(MAKE) --no-print-directory test-vllm
+	@$(SLURM_UP); req=0; if [ "$$(id -u)" = 0 ]; then req=1; fi; \
+	  vlog=$$(mktemp); VLLM_STEP=install RLABLATE_REQUIRE_VLLM=$$req bash scripts/test_vllm.sh .venv-vllm \
+	    >$$vlog 2>&1 & vpid=$$!; \
+	  $(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) tests; rc=$$?; \
+	  wait $$vpid; vrc=$$?; cat $$vlog; rm -f $$vlog; \
+	  [ $$rc = 0 ] && [ $$vrc = 0 ] && RLABLATE_REQUIRE_VLLM=$$req $(MAKE) --no-print-directory test-vllm
 
 # vLLM's CPU build in a venv of its own (it pins torch and transformers): the vllm-marked tests for
 # real, then the model/rollout/training tests under its transformers. Skips (exit 0, one line why)

