@@ -4,13 +4,16 @@ is one line."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from harness.config import ConfigError, load_config
 from harness.loop import train
 from harness.loop.warm_start import warm_start_key
+from harness.models import get_tokenizer
 from harness.tasks import make_task
 from harness.tasks.chain_sum import SHIFTS, _operands
 
@@ -49,7 +52,7 @@ def test_each_held_out_set_is_reported(tiny_overrides):
 
 @pytest.mark.parametrize("value,msg", [
     ("[far]", "'far' is not a held-out set of task.name = chain_sum (allowed: first_two_ge_50, "
-              "first_ends_in_7, more_terms)"),
+              "first_ends_in_7, more_terms, countdown)"),
     ("[more_terms, more_terms]", "'more_terms' is listed twice"),
     ("[first_ends_in_7]", "'first_ends_in_7' is listed twice (or is task.held_out"),
 ])
@@ -57,3 +60,69 @@ def test_bad_held_out_sets_are_one_line(value, msg):
     with pytest.raises(ConfigError) as e:
         load_config(None, [f"eval.held_out_sets={value}"])
     assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+# ---- another task: chain_sum's `countdown` set (issue 17, part 3) --------------------------------
+CD = ["eval.held_out_sets=[countdown]"]
+
+
+def test_the_countdown_set_is_countdown_items_scored_by_countdowns_verifier():
+    task = make_task(load_config(None, CD))
+    items = task.eval_set("countdown", 20)
+    assert {it.entry["metadata"]["source_dataset"] for it in items} == {"countdown"}
+    for it in items:
+        m = it.entry["metadata"]
+        assert it.prompt == ",".join(map(str, m["numbers"])) + f">{m['target']}:" and len(m["numbers"]) == 3
+        assert task.score(it.reference, it) == 1.0                      # Countdown's verifier
+        assert task.score(f"{m['numbers'][0]}+{m['target']}.", it) == 0.0
+        assert task.score(f"1+1={m['target']}.", it) == 0.0              # chain_sum's reading fails
+    # its own stream: not Countdown's in-dist items; chain_sum's splits are what they were
+    own = make_task(load_config(None, ["task.name=countdown"])).eval_set("in_dist", 20)
+    assert [it.prompt for it in own] != [it.prompt for it in items]
+    plain = make_task(load_config(None, []))
+    for split in ("train", "in_dist", "held_out", "warmup"):
+        assert [i.prompt for i in plain.take(split, 0, 30)[0]] == [i.prompt for i in task.take(split, 0, 30)[0]]
+    ref = plain.eval_set("held_out", 1)[0]
+    assert task.score(ref.reference, ref) == 1.0                          # chain_sum's items: its own
+
+
+def test_only_a_requested_countdown_set_changes_the_tokenizer_and_it_has_no_unknowns(tmp_path):
+    plain_cfg = load_config(None, [f"run.cache_dir={tmp_path}"])
+    plain = get_tokenizer(plain_cfg, make_task(plain_cfg).corpus)
+    cfg = load_config(None, CD + [f"run.cache_dir={tmp_path}"])
+    task = make_task(cfg)
+    tok = get_tokenizer(cfg, task.corpus)
+    text = "".join(it.prompt + it.reference for it in task.eval_set("countdown", 200))
+    assert set(text) >= set(">:*/") and tok.unk_token_id not in tok.encode(text, add_special_tokens=False)
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    assert plain.unk_token_id in plain.encode("14,9,2>63:14*9/2.", add_special_tokens=False)  # why
+    # a config without the set: the tokenizer and warm start of main (b085368), to the byte
+    digest = hashlib.sha256(json.dumps(make_task(plain_cfg).corpus()).encode()).hexdigest()[:12]
+    assert digest == "81e38bc9b704" and Path(plain.name_or_path).name == f"chars-{digest}"
+    assert warm_start_key(plain_cfg, f"chars-{digest}") == "b67b09c4a6111632"
+
+
+def test_the_warm_up_sees_countdown_only_under_held_out_in_warmup():
+    mixed = make_task(load_config(None, CD + ["task.held_out_in_warmup=true"]))
+    for split in ("warmup", "warmup_check"):
+        src = [it.entry["metadata"]["source_dataset"] for it in mixed.take(split, 0, 10)[0]]
+        assert src == ["chain_sum", "countdown"] * 5, split
+    a, cur = mixed.take("warmup", 0, 12)
+    assert cur == 12 and [i.prompt for i in mixed.take("warmup", 5, 7)[0]] == [i.prompt for i in a[5:]]
+    warm = {it.prompt for it in mixed.take("warmup", 0, 400)[0]}
+    assert sum(it.prompt in warm for it in mixed.eval_set("countdown", 100)) < 30  # another stream
+    assert not any(it.entry["metadata"]["source_dataset"] == "countdown"
+                   for it in mixed.take("train", 0, 200)[0] + mixed.eval_set("in_dist", 100))
+    alone = make_task(load_config(None, CD))
+    assert {it.entry["metadata"]["source_dataset"] for it in alone.take("warmup", 0, 50)[0]} == {"chain_sum"}
+
+
+def test_a_run_with_the_countdown_set_warm_started_on_both_tasks(tiny_overrides):
+    cfg = load_config(None, tiny_overrides + CD + [
+        "task.held_out_in_warmup=true", "warmup.max_steps=10", "warmup.min_steps=10",
+        "warmup.check_every=10", "warmup.check_items=8", "train.steps=2"])
+    assert train(cfg, progress=False)["status"] == "finished"
+    rows = [json.loads(l) for l in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert all(r["eval/countdown/n_items"] == 16 and r["eval/countdown/k"] == 2 for r in evals)
+    assert 0.0 <= evals[-1]["eval/countdown/pass@1"] <= 1.0
