@@ -126,3 +126,38 @@ def test_a_run_with_the_countdown_set_warm_started_on_both_tasks(tiny_overrides)
     evals = [r for r in rows if r["kind"] == "eval"]
     assert all(r["eval/countdown/n_items"] == 16 and r["eval/countdown/k"] == 2 for r in evals)
     assert 0.0 <= evals[-1]["eval/countdown/pass@1"] <= 1.0
+
+
+def test_the_report_gives_each_named_held_out_set_its_own_spread_and_compression(tmp_path):
+    """`rlablate analyze` on runs with math's named sets (synthetic curves of known ceilings, the
+    resolved config carrying task.held_out_paths): each set gets its own spread row, and its
+    compression is the in-dist spread of the gains over that set's spread (OXRL's ratio)."""
+    import argparse
+
+    from analysis.cli import add_analyze_parser, run_analyze
+    from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+    # gains (A - R0) per variant: in_dist 0.10 apart, held_out 0.02, hard 0.05, same 0.02
+    ceil = {"grpo": {"in_dist": 0.40, "held_out": 0.22, "hard": 0.15, "same": 0.22},
+            "dr_grpo": {"in_dist": 0.50, "held_out": 0.24, "hard": 0.20, "same": 0.24}}
+    for algo, sets in ceil.items():
+        for seed in (0, 1):
+            cfg = make_config(algo, "tiny-1m", seed, **{"task.name": "math"})
+            cfg["task"]["held_out_paths"] = {"hard": "hard.jsonl", "same": "m.jsonl"}
+            curves = {s: CurveSpec(a, 2.0, 2e13, 0.1) for s, a in sets.items()}
+            write_run(tmp_path / "sweep" / f"{algo}-s{seed}",
+                      RunSpec(config=cfg, curves=curves, steps=200, eval_every=20, noise=1e-4, seed=seed))
+    parser = argparse.ArgumentParser(prog="rlablate")
+    add_analyze_parser(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["analyze", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
+                              "--bootstrap", "50", "--seed", "1", "--calibrate", "0"])
+    assert run_analyze(args) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    head = "| scale | eval_set | n_variants | spread_gain | spread_fit_gain | best | ratio_spread_gain"
+    table = md[md.index(head):].split("\n\n")[0].splitlines()[2:]   # the spreads table's rows
+    spreads = {c[1]: c for c in ([x.strip() for x in row.strip("|").split("|")] for row in table)}
+    assert set(spreads) == {"in_dist", "held_out", "hard", "same"}
+    num = lambda name, col: float(spreads[name][col])
+    assert num("in_dist", 3) == pytest.approx(0.10, abs=0.005) and spreads["in_dist"][6] == ""
+    assert num("hard", 3) == pytest.approx(0.05, abs=0.005)
+    assert num("hard", 6) == pytest.approx(2.0, rel=0.1)              # compression per set
+    assert num("same", 6) == pytest.approx(5.0, rel=0.1) and num("held_out", 6) == pytest.approx(5.0, rel=0.1)
