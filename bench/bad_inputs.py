@@ -35,6 +35,11 @@ CASES = [
         ("model.", "warmup.target"))], "model.scale=pretrained", "model.path=/no/such/model"]),
     ("train task data file that does not exist", ["train", *TINY, "task.name=math",
      "task.train_path=/no/t.jsonl", "task.in_dist_path=/no/a.jsonl", "task.held_out_path=/no/b.jsonl"]),
+    ("train a named held-out file that does not exist", ["train", *TINY, "task.name=math", *(
+        f"task.{k}_path={HERE / 'harness' / 'data' / f}" for k, f in (
+            ("train", "gsm8k_sample_train.jsonl"), ("in_dist", "gsm8k_sample_test.jsonl"),
+            ("held_out", "math_sample_test.jsonl"))), "task.held_out_paths.far=/no/far.jsonl",
+     "eval.held_out_sets=[far]"]),
     ("config run.threads=-1", ["config", "run.threads=-1"]),
     ("config algo.clip_low=1.5", ["config", "algo.clip_low=1.5"]),
     ("config run.results_dir= (empty)", ["config", "run.results_dir="]),

@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from conftest import TINY  # noqa: E402  (the test suite's cheapest whole-loop config)
 
+DATA = Path("<DATA>")  # the shipped math sample, copied under OUT_DIR (so configs compare as equal)
+
 PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "minpro", "rloo", "reinforce_pp",
            "reinforce_pp_baseline", "ppo", "vapo", "scalerl",
            "sapo", "gmpo", "dppo_tv", "dppo_kl", "luspo", "vespo"]  # the last six: issue 18
@@ -64,6 +66,16 @@ CASES.update({
     "scalerl_std_before_filter": ["algo.preset=scalerl", "algo.adv_batch_scope=sampled"],
     "cispo_band": ["algo.preset=cispo", "algo.surrogate=cispo_band",
                    "algo.clip_low=1.0", "algo.clip_high=4.0"],
+    # tasks and held-out sets (issue 17, part 3: a config that requests no new set is unchanged)
+    "chain_sum_held_out_sets": ["eval.held_out_sets=[more_terms, first_two_ge_50]"],
+    "countdown": ["task.name=countdown"],
+    "math_sample": ["task.name=math", f"task.train_path={DATA / 'gsm8k_sample_train.jsonl'}",
+                    f"task.in_dist_path={DATA / 'gsm8k_sample_test.jsonl'}",
+                    f"task.held_out_path={DATA / 'math_sample_test.jsonl'}",
+                    "eval.in_dist.n_items=12", "eval.held_out.n_items=12", "model.max_positions=256",
+                    "rollout.max_new_tokens=16", "train.steps=2"],
+    "warm_held_out_in_warmup": ["warmup.max_steps=20", "warmup.min_steps=10", "warmup.check_every=10",
+                                "warmup.check_items=8", "task.held_out_in_warmup=true"],
 })
 
 VOLATILE = ("perf/", "compute/wall_s")
@@ -74,9 +86,14 @@ def run(out: Path, only: list[str]) -> None:
     from harness.loop import train
 
     cache = out / "_cache"
+    data = out / "_data"
+    data.mkdir(parents=True, exist_ok=True)
+    for f in (ROOT / "harness" / "data").glob("*.jsonl"):
+        (data / f.name).write_bytes(f.read_bytes())
     for name, over in CASES.items():
         if only and name not in only:
             continue
+        over = [o.replace(str(DATA), str(data)) for o in over]
         cfg = load_config(None, TINY + over + [f"run.results_dir={out / name}",
                                                f"run.cache_dir={cache}", "run.sweep=fixed"])
         s = train(cfg, progress=False)

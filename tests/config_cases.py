@@ -22,6 +22,7 @@ NO_WARMUP = ["warmup.max_steps=0"]
 REINFORCE = ["algo.surrogate=reinforce", "algo.minibatches=1"]
 TIS = ["algo.old_logprobs=recompute", "algo.rollout_correction=tis"]
 OFFLINE = ["algo.paradigm=offline", "offline.n_prompts=64"]
+HARD = DATA_DIR / "gsm_hard_sample_test.jsonl"  # a second held-out file (issue 17, part 3)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ def R(*overrides: str, msg: str) -> Case:
 
 def U(*overrides: str, msg: str) -> Case:
     return Case(tuple(overrides), msg, "rules", unused=True)
+
+
+def E(*overrides: str, msg: str) -> Case:
+    """A valid config that names something this machine lacks (check_environment refuses it)."""
+    return Case(tuple(overrides), msg, "environment")
 
 
 CASES = [
@@ -320,4 +326,41 @@ CASES = [
       "does not run the RL objective"),
     U(*OFFLINE, "algo.offline_loss=dpo", "rollout.group_size=4", msg="rollout.group_size = 4: the "
       "offline paradigm does not run the RL objective"),
+    # ---- several held-out sets (issue 17, part 3): math's named files, chain_sum's countdown
+    L(*MATH, "task.held_out_paths=[far]", msg="task.held_out_paths = ['far']: expected a mapping of "
+      "names to non-empty strings, e.g. {far: data/far.jsonl}"),
+    L(*MATH, "task.held_out_paths={far: 3}", msg="task.held_out_paths = {'far': 3}: expected a "
+      "mapping of names to non-empty strings"),
+    L(*MATH, "task.held_out_paths.far=", msg="task.held_out_paths = {'far': ''}: expected a mapping "
+      "of names to non-empty strings"),
+    R(*MATH, f"task.held_out_paths={{9far: {HARD}}}", "eval.held_out_sets=[9far]",
+      msg="task.held_out_paths = {'9far': '" + str(HARD) + "'}: '9far' is not a valid set name (a "
+      "letter, then letters, digits or _; at most 40 characters"),
+    R(*MATH, f"task.held_out_paths.in_dist={HARD}", "eval.held_out_sets=[in_dist]",
+      msg="'in_dist' clashes with the task's own split in_dist (reserved: train, warmup, "
+      "warmup_check, in_dist, held_out)"),
+    R(*MATH, f"task.held_out_paths.held_out={HARD}", msg="'held_out' clashes with the task's own "
+      "split held_out"),
+    R(*MATH, f"task.held_out_paths.far={HARD}", "eval.held_out_sets=[far, far]",
+      msg="eval.held_out_sets = ['far', 'far']: 'far' is listed twice"),
+    R(*MATH, "eval.held_out_sets=[far]", msg="eval.held_out_sets = ['far']: 'far' is not a held-out "
+      "set of task.name = math (allowed: none; a math set is a file named in task.held_out_paths: "
+      "{name: file})"),
+    R(*MATH, f"task.held_out_paths.far={HARD}", "eval.held_out_sets=[far, hard]",
+      msg="'hard' is not a held-out set of task.name = math (allowed: far; a math set is a file"),
+    U(f"task.held_out_paths={{far: {HARD}}}", msg="task.held_out_paths = {'far': '" + str(HARD) + "'}: "
+      "only used with task.name = math"),
+    U(*MATH, f"task.held_out_paths={{far: {HARD}}}", msg="task.held_out_paths = {'far': '" + str(HARD) +
+      "'}: 'far' is not listed in eval.held_out_sets (= []), so it would never be evaluated; list it "
+      "there, or drop it"),
+    R("eval.held_out_sets=[countdown, countdown]", msg="'countdown' is listed twice"),
+    R("task.name=countdown", "eval.held_out_sets=[countdown]", msg="eval.held_out_sets = "
+      "['countdown']: 'countdown' is not a held-out set of task.name = countdown (allowed: none)"),
+    R("eval.held_out_sets=[countdown]", "model.max_positions=60", msg="model.max_positions = 60: "
+      "prompt + rollout.max_new_tokens needs 63"),
+    E(*MATH, "task.held_out_paths.far=/no/far.jsonl", "eval.held_out_sets=[far]",
+      msg="task.held_out_paths.far = '/no/far.jsonl': no such file (a .jsonl or .parquet file: "
+      "docs/tasks.md)"),
+    E(*MATH, f"task.held_out_paths.far={DATA_DIR}", "eval.held_out_sets=[far]",
+      msg=f"task.held_out_paths.far = '{DATA_DIR}': not a file"),
 ]

@@ -56,6 +56,10 @@ def nothing_written(cwd: Path) -> None:
      ["model.path = '/no/such/model': no such directory"]),
     (["train", "task.name=math", "task.train_path=/no/train.jsonl", "task.in_dist_path=/no/a.jsonl",
       "task.held_out_path=/no/b.jsonl"], ["task.train_path = '/no/train.jsonl': no such file"]),
+    (["train", "task.name=math", *(f"task.{k}_path={ROOT / 'harness' / 'data' / f}" for k, f in (
+        ("train", "gsm8k_sample_train.jsonl"), ("in_dist", "gsm8k_sample_test.jsonl"),
+        ("held_out", "math_sample_test.jsonl"))), "task.held_out_paths.far=/no/far.jsonl",
+      "eval.held_out_sets=[far]"], ["task.held_out_paths.far = '/no/far.jsonl': no such file"]),
     (["train", "run.results_dir="], ["run.results_dir = '': must name a directory"]),
     (["train", "algo.clip_low=1.5"], ["algo.clip_low = 1.5: must be >= 0 and <= 1"]),
 ])

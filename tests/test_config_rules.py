@@ -20,6 +20,7 @@ from harness.config import Config, ConfigError, load_config, rules
 
 RULES = [c for c in CASES if c.room == "rules"]
 UNUSED = [c for c in CASES if c.unused]
+ENVIRONMENT = [c for c in CASES if c.room == "environment"]
 
 
 def raising_module(e: BaseException) -> str:
@@ -36,6 +37,18 @@ def test_invalid_combination_is_one_line_from_the_rules(case):
     msg = str(e.value)
     assert case.message in msg and "\n" not in msg
     assert raising_module(e.value) == "harness.config.rules"
+
+
+@pytest.mark.parametrize("case", ENVIRONMENT, ids=[" ".join(c.overrides) for c in ENVIRONMENT])
+def test_a_missing_file_is_one_line_from_the_environment_check(case):
+    """The loader accepts the config (a login node may lack the run's files); check_environment,
+    which `rlablate train` and a local sweep run before writing anything, refuses it."""
+    from harness.config import check_environment
+    cfg = load_config(None, list(case.overrides))
+    with pytest.raises(ConfigError) as e:
+        check_environment(cfg, cuda=False)
+    assert case.message in str(e.value) and "\n" not in str(e.value)
+    assert raising_module(e.value) == "harness.config.environment"
 
 
 def _lookup(cfg, key: str):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from harness.config import load_config
 from harness.tasks.math_problems import DATA_DIR, last_boxed, math_verify_score, parse_record, read_items
@@ -98,3 +99,72 @@ def test_a_tiny_model_trains_on_the_math_sample(tiny_overrides):
     ev = [r for r in rows if r["kind"] == "eval"]
     assert ev[-1]["eval/in_dist/n_items"] == 12 and ev[-1]["eval/held_out/n_items"] == 12
     assert all(r["rollout/pass_rate"] == 0.0 for r in rows if r["kind"] == "train")
+
+
+HARD = DATA_DIR / "gsm_hard_sample_test.jsonl"  # 8 GSM-Hard-style items (harness/data)
+
+
+def test_named_held_out_files_are_their_own_sets_in_file_order():
+    task = _task([f"task.held_out_paths={{hard: {HARD}, math2: {DATA_DIR / 'math_sample_test.jsonl'}}}",
+                  "eval.held_out_sets=[hard, math2]", "eval.held_out.n_items=8"])
+    hard = task.eval_set("hard", 8)
+    assert [it.entry["id"] for it in hard] == [f"gsmhard-test-{i}" for i in range(8)]
+    assert hard[0].answer == "82116" and all(task.score(it.reference, it) == 1.0 for it in hard)
+    assert [it.entry["id"] for it in task.eval_set("math2", 3)] == ["math-test-0", "math-test-1",
+                                                                    "math-test-2"]
+    with pytest.raises(ValueError, match=r"eval.held_out.n_items = 9: .*gsm_hard_sample_test.jsonl "
+                                         r"has only 8 items \(held-out set hard\)"):
+        task.eval_set("hard", 9)
+    # the tokenizer's corpus covers the new files; without them it is what it was
+    plain = _task()
+    assert len(task.corpus()) == len(plain.corpus()) + 8 + 12
+    assert task.corpus()[:len(plain.corpus())] == plain.corpus()
+
+
+def test_a_tiny_model_evaluates_two_named_held_out_files_each_on_its_own(tiny_overrides, tmp_path,
+                                                                        monkeypatch):
+    """Two named sets, `hard` (its own file) and `same` (held_out's file): each is evaluated on
+    its own items (the real evaluate, watched: which item ids it was given) under the same eval
+    seed, so `same` reproduces held_out's numbers to the last digit; the resolved config records
+    the files; a paused run resumes exactly."""
+    import importlib
+    loop_train = importlib.import_module("harness.loop.train")  # the module (not its train())
+    seen, real = [], loop_train.evaluate
+
+    def watched(engine, task, items, **kw):
+        seen.append([it.entry["id"] for it in items])
+        return real(engine, task, items, **kw)
+    monkeypatch.setattr(loop_train, "evaluate", watched)
+    over = tiny_overrides + MATH + [
+        f"task.held_out_paths={{hard: {HARD}, same: {DATA_DIR / 'math_sample_test.jsonl'}}}",
+        "eval.held_out_sets=[hard, same]", "eval.held_out.n_items=8", "model.max_positions=256",
+        "rollout.max_new_tokens=16", "train.steps=2", "train.checkpoint_every=1", "eval.every=1",
+        "eval.in_dist.k=1", "eval.held_out.k=1"]
+    cfg = load_config(None, over)
+    assert train(cfg, progress=False)["status"] == "finished"
+    rows = [json.loads(x) for x in open(cfg.run_dir() / "metrics.jsonl")]
+    ev = [r for r in rows if r["kind"] == "eval"]
+    assert [r["step"] for r in ev] == [0, 1, 2]
+    for r in ev:
+        assert r["eval/in_dist/n_items"] == 12
+        assert r["eval/held_out/n_items"] == r["eval/hard/n_items"] == r["eval/same/n_items"] == 8
+        for key in ("pass@1", "response_len", "stderr"):
+            a, b = r[f"eval/same/{key}"], r["eval/held_out/" + key]
+            assert a == b or (a != a and b != b), key          # the same items: the same numbers
+    math8, hard8 = [f"math-test-{i}" for i in range(8)], [f"gsmhard-test-{i}" for i in range(8)]
+    assert seen[:4] == [[f"gsm-test-{i}" for i in range(12)], math8, hard8, math8]  # step 0
+    assert len(seen) == 3 * 4
+    items = [json.loads(x) for x in open(cfg.run_dir() / "eval_items.jsonl")]
+    assert [(x["step"], x["set"], len(x["correct"])) for x in items[:4]] == \
+        [(0, "in_dist", 12), (0, "held_out", 8), (0, "hard", 8), (0, "same", 8)]
+    saved = yaml.safe_load((cfg.run_dir() / "config.yaml").read_text())
+    assert saved["task"]["held_out_paths"] == {"hard": str(HARD),
+                                               "same": str(DATA_DIR / "math_sample_test.jsonl")}
+    assert saved["eval"]["held_out_sets"] == ["hard", "same"]
+    cut = load_config(None, over + [f"run.results_dir={tmp_path / 'cut'}"])
+    assert train(cut, progress=False, pause_at=1)["status"] == "interrupted"
+    assert train(cut, progress=False)["status"] == "finished"
+    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith(("perf/", "compute/wall"))}
+                        for r in rs]
+    again = [json.loads(x) for x in open(cut.run_dir() / "metrics.jsonl")]
+    assert json.dumps(strip(again)) == json.dumps(strip(rows))

@@ -19,10 +19,10 @@ from .load import (PRESET_DIR, build_config, repeated_overrides, config_from_dic
                    safe_load_strict, yaml_error)
 from .rules import validate
 from .schema import (NAME_RE, AlgoCfg, Config, ConfigError, EvalCfg, EvalSetCfg, ModelCfg, OptimCfg,
-                     RolloutCfg, RunCfg, TaskCfg, TrainCfg, WarmupCfg, describe_fields)
+                     RolloutCfg, RunCfg, TaskCfg, TrainCfg, WarmupCfg, describe_fields, identity)
 
 __all__ = ["NAME_RE", "PRESET_DIR", "AlgoCfg", "Config", "ConfigError", "EvalCfg", "EvalSetCfg",
            "ModelCfg", "OptimCfg", "RolloutCfg", "RunCfg", "TaskCfg", "TrainCfg", "WarmupCfg",
-           "build_config", "check_environment", "repeated_overrides", "config_from_dict", "deep_merge", "describe_fields", "dump_yaml",
+           "build_config", "check_environment", "repeated_overrides", "config_from_dict", "deep_merge", "describe_fields", "dump_yaml", "identity",
            "list_presets", "load_config", "load_preset", "parse_overrides", "read_text", "read_yaml_file",
            "safe_load_strict", "validate", "yaml_error"]

@@ -17,6 +17,7 @@ from ..scales import from_path
 from .schema import Config, ConfigError
 
 DATA_KEYS = ("train_path", "in_dist_path", "held_out_path")
+DATA_MAP_KEYS = ("held_out_paths",)  # mappings of a name to a data file: task.<key>.<name>
 
 
 def _looks_local(path: str) -> bool:
@@ -47,8 +48,10 @@ def check_environment(cfg: Config, cuda: bool | None = None) -> None:
             raise ConfigError(f"model.path = {path!r}: " + (
                 "not a directory (from_pretrained needs the model's directory)" if p.exists()
                 else "no such directory"))
-    for key in DATA_KEYS:
-        value = getattr(cfg.task, key)
+    files = [(key, getattr(cfg.task, key)) for key in DATA_KEYS]
+    files += [(f"{key}.{name}", path) for key in DATA_MAP_KEYS
+              for name, path in getattr(cfg.task, key).items()]
+    for key, value in files:
         if value and not Path(value).expanduser().is_file():
             raise ConfigError(f"task.{key} = {value!r}: " + (
                 "not a file" if Path(value).exists() else "no such file")

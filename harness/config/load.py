@@ -78,6 +78,12 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{key} = {value!r}: expected a string")
         return value
+    if tp is dict or origin is dict:  # a mapping of names to strings (task.held_out_paths)
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                  for k, v in value.items()):
+            raise ConfigError(f"{key} = {value!r}: expected a mapping of names to non-empty "
+                              f"strings, e.g. {{far: data/far.jsonl}}")
+        return dict(value)
     if tp is list or origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{key} = {value!r}: expected a list")

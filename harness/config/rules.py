@@ -151,12 +151,16 @@ def check_task(cfg: Config) -> None:
 
 
 def check_eval(cfg: Config) -> None:
-    sets, allowed = cfg.eval.held_out_sets, TASKS.meta(cfg.task.name).held_out_sets
+    """eval.held_out_sets names sets the task has (asked of the task: a fixed table, or for math
+    the names task.held_out_paths defines), each once and not the one task.held_out evaluates."""
+    entry = TASKS.meta(cfg.task.name)
+    sets, allowed = cfg.eval.held_out_sets, tuple(entry.held_out_sets(cfg))
     for i, name in enumerate(sets):
         if not isinstance(name, str) or name not in allowed:
             raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is not a held-out set of "
-                              f"task.name = {cfg.task.name} (allowed: {', '.join(allowed) or 'none'})")
-        if name in sets[:i] or name == getattr(cfg.task, "held_out", None):
+                              f"task.name = {cfg.task.name} (allowed: {', '.join(allowed) or 'none'}"
+                              f"{entry.held_out_sets_from})")
+        if name in sets[:i] or ("held_out" in entry.keys and name == cfg.task.held_out):
             raise ConfigError(f"eval.held_out_sets = {sets!r}: {name!r} is listed twice (or is "
                               f"task.held_out, already evaluated as held_out)")
     if cfg.eval.temperature == 0:

@@ -89,6 +89,10 @@ class TaskCfg:
     in_dist_path: Optional[str] = F(None, "math: the in-distribution eval set (e.g. GSM8K test)")
     held_out_path: Optional[str] = F(None, "math: the held-out eval set (e.g. MATH when training "
                                      "on GSM8K)")
+    held_out_paths: dict = F({}, "math: more named held-out sets, {name: file} (.jsonl or .parquet, "
+                             "the schema of the other files; e.g. {math500: data/math500.jsonl, "
+                             "gsm_hard: data/gsm_hard.jsonl}); each is the first eval.held_out.n_items "
+                             "items of its file and must also be listed in eval.held_out_sets")
     prompt_template: str = F("{problem}\nPut the final answer in \\boxed{}.\n",
                              "math: the prompt; {problem} is replaced by the item's problem")
     chat_template: bool = F(False, "math: wrap the prompt in the tokenizer's chat template "
@@ -133,9 +137,11 @@ class EvalCfg:
     held_out_sets: list = F([], "more named held-out sets beside held_out (task.held_out), each "
                             "evaluated with eval.held_out's n_items and k and reported as "
                             "eval/<name>/...; chain_sum: first_two_ge_50 (far shift), "
-                            "first_ends_in_7 (near shift), more_terms (one more operand). Their "
-                            "items are excluded from training, the in-dist eval and the warm-up "
-                            "(unless task.held_out_in_warmup), as held_out's are")
+                            "first_ends_in_7 (near shift), more_terms (one more operand), "
+                            "countdown (another task: Countdown items, Countdown's verifier); math: "
+                            "the names task.held_out_paths defines. Their items are excluded from "
+                            "training, the in-dist eval and the warm-up (unless "
+                            "task.held_out_in_warmup), as held_out's are")
 
 
 @dataclass
@@ -384,7 +390,7 @@ class Config:
 
     def run_id(self) -> str:
         """Readable name + 8 hex digits of the hash of everything that affects the result."""
-        d = self.to_dict()
+        d = identity(self.to_dict())
         for k in ("name", "sweep", "results_dir", "cache_dir", "threads", "malloc_tuning"):
             d["run"].pop(k)
         digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
@@ -395,6 +401,26 @@ class Config:
 
 
 NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
+
+# keys added after runs and caches existed: left out of every identity hash (run_id, the
+# warm-start and self-play cache keys) while at their default, so that a config which does not
+# use them keeps its run id and its caches (section -> keys)
+LATE_KEYS = {"task": ("held_out_paths",)}
+
+
+def identity(d: dict) -> dict:
+    """A resolved config's `to_dict()` (or a dict of some of its sections) without the LATE_KEYS
+    that are at their default: what identity hashes are taken over."""
+    out = dict(d)
+    for section, keys in LATE_KEYS.items():
+        if isinstance(out.get(section), dict):
+            defaults = _SECTIONS[section]()
+            out[section] = {k: v for k, v in out[section].items()
+                            if not (k in keys and v == getattr(defaults, k))}
+    return out
+
+
+_SECTIONS = {"task": TaskCfg}
 
 
 def _slug(s: str) -> str:

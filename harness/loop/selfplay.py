@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import Config
+from ..config import Config, identity
 from ..engines import HFEngine
 from ..models import count_params
 from ..storage import atomic_write_text, file_lock
@@ -54,7 +54,7 @@ def selfplay_key(cfg: Config, warm_path: Path) -> str:
     d = {"v": SELFPLAY_VERSION, "warm": str(warm_path.name if warm_path.parent.name == "warmstart"
                                             else warm_path),
          "offline": {k: getattr(cfg.offline, k) for k in ("n_prompts", "samples", "temperature", "seed")},
-         "task": cfg.to_dict()["task"], "max_new_tokens": cfg.rollout.max_new_tokens}
+         "task": identity(cfg.to_dict())["task"], "max_new_tokens": cfg.rollout.max_new_tokens}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

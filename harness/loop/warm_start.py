@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from ..batch import encode_prompts
-from ..config import Config
+from ..config import Config, identity
 from ..engines import HFEngine
 from ..models import build_model, count_params, device_for, load_model, sequence_logprobs
 from ..scales import from_path
@@ -47,7 +47,8 @@ def warm_start_key(cfg: Config, tok_name: str) -> str:
     # (train_items only sizes the RL training set: the same warm start serves every size)
     reads = (set(COMMON_KEYS) | set(TASKS.meta(cfg.task.name).keys)) - set(RL_ONLY_KEYS)
     d = {"v": WARM_START_VERSION, "model": model,
-         "task": {k: v for k, v in dataclasses.asdict(cfg.task).items() if k in reads},
+         "task": identity({"task": {k: v for k, v in dataclasses.asdict(cfg.task).items()
+                                    if k in reads}})["task"],
          "warmup": dataclasses.asdict(cfg.warmup),
          "max_new_tokens": cfg.rollout.max_new_tokens, "tokenizer": tok_name}
     if cfg.eval.held_out_sets:  # their items leave the warm-up split (absent: the key as before)

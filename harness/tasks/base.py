@@ -25,6 +25,7 @@ from ..scales import from_path
 SPLIT_SEED = {"train": 0, "warmup": 1_000_000, "warmup_check": 4_000_000, "in_dist": 2_000_000,
               # the extra named held-out sets (eval.held_out_sets), one stream each
               "first_two_ge_50": 5_000_000, "first_ends_in_7": 6_000_000, "more_terms": 7_000_000,
+              "countdown": 8_000_000,
               "held_out": 3_000_000}
 
 

@@ -14,12 +14,22 @@ than the training mix) whatever RL does (LOG.md); `first_ends_in_7` keeps the tr
 one- and two-digit operands. With
 `task.held_out_in_warmup` the supervised warm start (standing in for pre-training) sees every item,
 shifted ones included, and only RL is restricted to the in-distribution items (OXRL's setting).
+
+*Another task*: the extra held-out set `countdown` (eval.held_out_sets) is Countdown's items
+(`tasks/countdown.py`, its default numbers and targets, a split stream of its own) scored by
+Countdown's verifier. Only when it is requested, the tokenizer's corpus adds Countdown's alphabet
+and items (a tiny tokenizer trained on chain_sum alone has no `> : * /`), and under
+`task.held_out_in_warmup` the warm-up streams alternate chain_sum and Countdown items, as OXRL's
+base models know their held-out tasks.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Callable
 
+from . import countdown
 from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item, compact_prompts, context_check, split_corpus
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
@@ -65,6 +75,9 @@ class ChainSumTask:
         self.cfg = cfg
         self.compact = compact
         self.extra = tuple(extra_held_out)  # eval.held_out_sets: more named held-out splits
+        # another task's held-out set: its items, scored by its own verifier (OTHER_TASKS)
+        self.other = {name: o.make(cfg, compact) for name, o in OTHER_TASKS.items()
+                      if name in self.extra}
         self._ds: dict = {}
         # a forced interruption: '=' asks a tiny model for the result of the chain so far (the
         # answer is read after the last '='); full prompts get ScaleRL's sentence
@@ -99,8 +112,21 @@ class ChainSumTask:
         return Item(prompt=prompt, reference=render_reference(expr, self.cfg.cot),
                     answer=entry["answer"], entry=entry)
 
+    def _mixed(self, split: str) -> bool:
+        """The warm-up streams alternate chain_sum and another task's items (held_out_in_warmup)."""
+        return bool(self.other) and split in ("warmup", "warmup_check") and self.cfg.held_out_in_warmup
+
     def take(self, split: str, cursor: int, n: int) -> tuple[list[Item], int]:
-        """n accepted items of `split` starting at raw index `cursor`; returns (items, new cursor)."""
+        """n accepted items of `split` starting at raw index `cursor`; returns (items, new cursor).
+        Another task's set is its task's own stream; a mixed warm-up stream's position j is
+        chain_sum's item j // 2 (even j; every item is accepted there) or the other task's (odd j)."""
+        if split in self.other:
+            return self.other[split].take(split, cursor, n)
+        if self._mixed(split):
+            other = next(iter(self.other.values()))
+            out = [other.take(split, j // 2, 1)[0][0] if j % 2 else
+                   self.item(self._dataset(split)[j // 2]) for j in range(cursor, cursor + n)]
+            return out, cursor + n
         ds, out = self._dataset(split), []
         while len(out) < n:
             entry = ds[cursor]
@@ -113,7 +139,11 @@ class ChainSumTask:
         return self.take(split, 0, n)[0]
 
     def score(self, response: str, item: Item) -> float:
-        """reasoning-gym's own scorer on the extracted final answer (1.0 correct, else 0.0)."""
+        """reasoning-gym's own scorer on the extracted final answer (1.0 correct, else 0.0); an
+        item of another task is scored by that task's verifier."""
+        other = self.other.get(item.entry["metadata"]["source_dataset"])
+        if other is not None:
+            return other.score(response, item)
         ans = extract_answer(response)
         if ans is None:
             return 0.0
@@ -121,8 +151,13 @@ class ChainSumTask:
 
     def corpus(self, n: int = 2000) -> list[str]:
         """Text the local tokenizer is trained on: prompts and references of every split, plus the
-        task's whole alphabet (a 2-operand chain never shows the ',' that longer chains use)."""
-        return split_corpus(self, "0123456789+-=,.", n // 2)
+        task's whole alphabet (a 2-operand chain never shows the ',' that longer chains use); with
+        another task's set, that task's alphabet and the prompts and references of its first items."""
+        texts = split_corpus(self, "0123456789+-=,.", n // 2)
+        for name, other in self.other.items():
+            texts += [other.alphabet] + [it.prompt + it.reference
+                                         for it in other.take(name, 0, n // 8)[0]]
+        return texts
 
 
 def from_config(cfg) -> ChainSumTask:
@@ -130,14 +165,27 @@ def from_config(cfg) -> ChainSumTask:
     return ChainSumTask(cfg.task, compact=compact_prompts(cfg), extra_held_out=cfg.eval.held_out_sets)
 
 
-# the names eval.held_out_sets may take (each a shift of the training distribution)
-HELD_OUT_SETS = (*SHIFTS, "more_terms")
+@dataclass(frozen=True)
+class OtherTask:
+    """A held-out set of another task: `make(task config, compact)` builds that task (its own
+    items, verifier and `alphabet`), `prompt_chars(task config)` is its longest compact prompt."""
+    make: Callable
+    prompt_chars: Callable
+
+
+# Countdown at its default numbers and targets (chain_sum's config keeps countdown's keys there)
+OTHER_TASKS = {"countdown": OtherTask(countdown.CountdownTask,
+                                      lambda t: countdown.prompt_chars(t, t.n_numbers))}
+# the names eval.held_out_sets may take (shifts of the training distribution, another task)
+HELD_OUT_SETS = (*SHIFTS, "more_terms", *OTHER_TASKS)
 
 
 def max_prompt_chars(task_cfg, extra: tuple = ()) -> int:
-    """The longest compact prompt ('12+7+35=') of any split, in characters (= tiny-model tokens)."""
+    """The longest compact prompt ('12+7+35=', or another task's set's '14,9,2>63:') of any split,
+    in characters (= tiny-model tokens)."""
     terms = task_cfg.n_terms + (1 if "more_terms" in (task_cfg.held_out, *extra) else 0)
-    return terms * (task_cfg.max_digits + 1) + 1
+    other = [OTHER_TASKS[name].prompt_chars(task_cfg) for name in extra if name in OTHER_TASKS]
+    return max([terms * (task_cfg.max_digits + 1) + 1, *other])
 
 
 def check(cfg) -> str | None:

@@ -21,7 +21,10 @@ ALPHABET = "0123456789+-*/(),>:."
 
 class CountdownTask:
     """Train / warm-up / in-dist / held-out streams; item i of a split is a pure function of
-    (config, split, i), so the data cursor is one integer and resuming is exact."""
+    (config, split, i), so the data cursor is one integer and resuming is exact. (Also chain_sum's
+    held-out set `countdown`: that split's own stream, `n_numbers` numbers.)"""
+
+    alphabet = ALPHABET
 
     def __init__(self, cfg, compact: bool):
         self.cfg = cfg
@@ -85,10 +88,15 @@ def from_config(cfg) -> CountdownTask:
     return CountdownTask(cfg.task, compact=compact_prompts(cfg))
 
 
-def max_prompt_chars(t) -> int:
-    """The longest compact prompt ('14,9,2>63:') of any split (held-out: one more number)."""
-    n = t.n_numbers + 1
+def prompt_chars(t, n: int) -> int:
+    """The longest compact prompt ('14,9,2>63:') with n numbers: n numbers and their separators,
+    then the target between '>' and ':'."""
     return n * (len(str(t.max_value)) + 1) + len(str(t.max_target)) + 1
+
+
+def max_prompt_chars(t) -> int:
+    """The longest compact prompt of any split (held-out: one more number)."""
+    return prompt_chars(t, t.n_numbers + 1)
 
 
 def check(cfg) -> str | None:

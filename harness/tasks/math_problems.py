@@ -18,13 +18,17 @@ MATH-style items with LaTeX answers), used by the tests; no download.
 
 Splits: `train` / `warmup` / `warmup_check` are seeded permutations of the training file, epoch
 after epoch (item i of a split is a pure function of (file, split, i), so resuming is exact);
-`in_dist` and `held_out` are the first n items of their files, in file order.
+`in_dist` and `held_out` are the first n items of their files, in file order. More held-out sets
+(OXRL, Li 2026, arXiv 2603.19335, reports each held-out benchmark on its own): `task.held_out_paths`
+maps a set name to a file of the same schema, each set listed in `eval.held_out_sets` and read
+like `held_out` (its first n items in file order, reported as eval/<name>/...).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +38,11 @@ from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 # the task.* keys this task reads (any other task key must keep its default: config rules)
-KEYS = ("train_path", "in_dist_path", "held_out_path", "prompt_template", "chat_template")
+KEYS = ("train_path", "in_dist_path", "held_out_path", "held_out_paths", "prompt_template",
+        "chat_template")
+# the task's own split names: a named held-out set (task.held_out_paths) may not take one
+RESERVED = ("train", "warmup", "warmup_check", "in_dist", "held_out")
+SET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")  # it names metrics: eval/<name>/pass@1
 
 
 def last_boxed(text: str) -> str | None:
@@ -119,9 +127,10 @@ class MathTask:
     def __init__(self, cfg):
         self.cfg = cfg
         files = _Files(cfg.train_path, cfg.in_dist_path, cfg.held_out_path)
-        self.rows = {"train": read_items(files.train), "in_dist": read_items(files.in_dist),
-                     "held_out": read_items(files.held_out)}
-        self.paths = {"train": files.train, "in_dist": files.in_dist, "held_out": files.held_out}
+        self.paths = {"train": files.train, "in_dist": files.in_dist, "held_out": files.held_out,
+                      **cfg.held_out_paths}  # the named held-out sets, in their config order
+        self.rows = {split: read_items(path) for split, path in self.paths.items()}
+        self.eval_splits = tuple(s for s in self.paths if s != "train")
         self._tok = None
         self._perm: dict = {}
 
@@ -155,7 +164,7 @@ class MathTask:
 
     def take(self, split: str, cursor: int, n: int) -> tuple[list[Item], int]:
         """n items of `split` from position `cursor`; returns (items, new cursor)."""
-        if split in ("in_dist", "held_out"):
+        if split in self.eval_splits:
             rows = self.rows[split]
             return [self.item(rows[(cursor + k) % len(rows)]) for k in range(n)], cursor + n
         rows, out = self.rows["train"], []
@@ -165,9 +174,10 @@ class MathTask:
 
     def eval_set(self, split: str, n: int) -> list[Item]:
         rows = self.rows.get(split, self.rows["train"])
-        if split in ("in_dist", "held_out") and n > len(rows):
-            raise ValueError(f"eval.{split}.n_items = {n}: {self.paths[split]} has only {len(rows)} "
-                             f"items")
+        if split in self.eval_splits and n > len(rows):
+            key = split if split in ("in_dist", "held_out") else "held_out"  # a named set's n_items
+            raise ValueError(f"eval.{key}.n_items = {n}: {self.paths[split]} has only {len(rows)} "
+                             f"items" + ("" if key == split else f" (held-out set {split})"))
         return self.take(split, 0, n)[0]
 
     def score(self, response: str, item: Item) -> float:
@@ -176,7 +186,7 @@ class MathTask:
     def corpus(self, n: int = 2000) -> list[str]:
         """Text for a tiny model's character tokenizer: every prompt and reference of every file."""
         return ["0123456789+-*/=.,()[]{}\\$ "] + [self.item(r).prompt + self.item(r).reference
-                                                  for split in ("train", "in_dist", "held_out")
+                                                  for split in self.paths
                                                   for r in self.rows[split]]
 
 
@@ -191,9 +201,27 @@ def check(cfg) -> str | None:
         if not getattr(t, key):
             return (f"task.{key} = None: required when task.name = math (a .jsonl or .parquet file; "
                     "schema in docs/tasks.md)")
+    listed = tuple(cfg.eval.held_out_sets)
+    for name in t.held_out_paths:
+        if not SET_NAME.fullmatch(name):
+            return (f"task.held_out_paths = {t.held_out_paths!r}: {name!r} is not a valid set name "
+                    "(a letter, then letters, digits or _; at most 40 characters: it names the "
+                    "metrics eval/<name>/...)")
+        if name in RESERVED:
+            return (f"task.held_out_paths = {t.held_out_paths!r}: {name!r} clashes with the task's "
+                    f"own split {name} (reserved: {', '.join(RESERVED)})")
+        if name not in listed:
+            return (f"task.held_out_paths = {t.held_out_paths!r}: {name!r} is not listed in "
+                    f"eval.held_out_sets (= {list(listed)!r}), so it would never be evaluated; "
+                    "list it there, or drop it")
     if "{problem}" not in t.prompt_template:
         return f"task.prompt_template = {t.prompt_template!r}: must contain {{problem}}"
     if t.chat_template and not from_path(cfg.model.scale):
         return ("task.chat_template = true: tiny models have no chat template; needs model.scale = "
                 + " or ".join(SCALES.where(from_path=True)))
     return None
+
+
+def held_out_sets(cfg) -> tuple:
+    """The names eval.held_out_sets may list: the sets task.held_out_paths defines."""
+    return tuple(cfg.task.held_out_paths)
