@@ -42,17 +42,20 @@ setup: $(STAMP)
 SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; export RLABLATE_REQUIRE_SLURM=1; \
 	  else echo "not root: SLURM and mount-based fault tests will be skipped (run as root to include them)"; fi; \
 	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
-# The suite runs on two workers (tests/conftest.py, group_for_workers): the SLURM and fault tests one
-# after another in one worker (they share the cluster and the mounts, and mostly wait on them), every
-# other file whole in whichever worker is free, the long learning files first. Meanwhile vLLM's CPU
-# build is installed into .venv-vllm in the background (I/O-bound); its tests run after the suite.
+# Three things at once: the SLURM and fault tests one after another in a process of their own (they
+# share the cluster and the mounts, and mostly wait on them; output shown when done), every other
+# test on two workers one file at a time (the long learning files first: tests/conftest.py), and
+# vLLM's CPU build installed into .venv-vllm in the background (I/O-bound); then vLLM's tests.
+SERIAL := slurm or faults
 test: setup
 	@$(SLURM_UP); req=0; if [ "$$(id -u)" = 0 ]; then req=1; fi; \
 	  vlog=$$(mktemp); VLLM_STEP=install RLABLATE_REQUIRE_VLLM=$$req bash scripts/test_vllm.sh .venv-vllm \
 	    >$$vlog 2>&1 & vpid=$$!; \
-	  $(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) tests; rc=$$?; \
-	  wait $$vpid; vrc=$$?; cat $$vlog; rm -f $$vlog; \
-	  [ $$rc = 0 ] && [ $$vrc = 0 ] && RLABLATE_REQUIRE_VLLM=$$req $(MAKE) --no-print-directory test-vllm
+	  slog=$$(mktemp); $(PY) -m pytest -q -m "$(SERIAL)" $(PYTEST_ARGS) tests >$$slog 2>&1 & spid=$$!; \
+	  $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not ($(SERIAL))" $(PYTEST_ARGS) tests; \
+	  rc=$$?; wait $$spid; src=$$?; echo "make test: the SLURM and fault tests (-m '$(SERIAL)'):"; cat $$slog; \
+	  wait $$vpid; vrc=$$?; cat $$vlog; rm -f $$vlog $$slog; \
+	  [ $$rc = 0 ] && [ $$src = 0 ] && [ $$vrc = 0 ] && RLABLATE_REQUIRE_VLLM=$$req $(MAKE) --no-print-directory test-vllm
 
 # vLLM's CPU build in a venv of its own (it pins torch and transformers): the vllm-marked tests for
 # real, then the model/rollout/training tests under its transformers. Skips (exit 0, one line why)

@@ -37,12 +37,6 @@ def tiny_overrides(tmp_path, cache_dir) -> list[str]:
     return TINY + [f"run.results_dir={tmp_path / 'results'}", f"run.cache_dir={cache_dir}"]
 
 
-# Tests that drive the one local SLURM cluster or inject faults into shared resources (mounts,
-# signals, the cluster's queue) run one after another in one worker.
-SERIAL_MARKS = ("slurm", "faults")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """`@pytest.mark.gpu` tests need CUDA, `@pytest.mark.vllm` tests need vLLM (`make test-vllm`
     builds a venv with its CPU build): without them they are skipped, and say why (in that venv,
@@ -59,21 +53,14 @@ def pytest_collection_modifyitems(config, items):
         for mark, reason in skips.items():
             if mark in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    if config.getvalue("dist") == "loadgroup":
-        group_for_workers(items)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        order_for_workers(items)
 
 
-def group_for_workers(items) -> None:
-    """`make test` runs the whole suite on two workers with `--dist loadgroup`: the SLURM and fault
-    tests form one group (one worker, in order: they share the cluster and the mounts); every other
-    test is grouped by its file (its module fixtures, e.g. a warm start or a vLLM engine, built
-    once). Groups are sent in this order: the serial group first (the longest, mostly waiting on
-    the cluster), then the files that hold `slow` tests, then the rest as collected, so that no long
-    file is left to run alone at the end (run with --no-loadscope-reorder)."""
+def order_for_workers(items) -> None:
+    """`make test` runs the suite (less the SLURM and fault tests, which run beside it in a process
+    of their own) on two workers, one file at a time (`--dist loadfile --no-loadscope-reorder`):
+    xdist sends the files in collection order, so the files that hold `slow` tests (the learning
+    runs, minutes each) go first and no long file is left to run alone at the end."""
     files_with_slow = {item.path for item in items if "slow" in item.keywords}
-    for item in items:
-        serial = any(m in item.keywords for m in SERIAL_MARKS)
-        item.add_marker(pytest.mark.xdist_group("serial" if serial else item.nodeid.split("::")[0]))
-    rank = {id(it): (0 if any(m in it.keywords for m in SERIAL_MARKS) else
-                     1 if it.path in files_with_slow else 2) for it in items}
-    items.sort(key=lambda it: rank[id(it)])  # stable: collection order within each rank
+    items.sort(key=lambda it: it.path not in files_with_slow)  # stable within each part
