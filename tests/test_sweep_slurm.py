@@ -52,14 +52,44 @@ def steps(run_dir: Path, kind: str) -> list[int]:
     return [r["step"] for r in rows if r["kind"] == kind]
 
 
-def wait_until(pred, timeout: float, what: str, poll: float = 0.5):
+def wait_until(pred, timeout: float, what: str, poll: float = 0.5, explain=None):
+    """Poll `pred` until it is true; on time-out fail with `explain()` (the cluster's state)."""
     deadline = time.time() + timeout
     while True:
         v = pred()
         if v:
             return v
-        assert time.time() < deadline, f"timed out after {timeout} s waiting for {what}"
+        if time.time() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}"
+                        + (f"\n{explain()}" if explain else ""), pytrace=False)
         time.sleep(poll)
+
+
+def _cmd(*args: str) -> str:
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        return (r.stdout + r.stderr).strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{args[0]}: {e}"
+
+
+def cluster_report(job_id: str | None = None, sdir: Path | None = None, tail: int = 3000) -> str:
+    """What a failed SLURM test needs to be explained after the fact (CI shows only its output):
+    the whole queue, the node, the job as slurmctld and the accounting see it, the attempts the
+    job recorded and the tail of its submitit logs."""
+    parts = [("squeue (all jobs)", _cmd("squeue", "-a", "-r", "-o", "%i|%T|%r|%M|%l|%S")),
+             ("sinfo", _cmd("sinfo", "-N", "-o", "%N %t %C %E"))]
+    if job_id:
+        parts += [(f"scontrol show job {job_id}", _cmd("scontrol", "show", "job", job_id)),
+                  (f"sacct -j {job_id}", _cmd("sacct", "-n", "-j", job_id, "-o",
+                                              "jobid%14,state,exitcode,elapsed,start,end"))]
+    if sdir is not None:
+        att = sdir / "attempts.jsonl"
+        parts.append(("attempts.jsonl", att.read_text().strip() if att.exists() else "(none)"))
+        logs = sorted((sdir / "_submitit").glob("**/*_log.*"))
+        parts.append(("submitit logs (tail)", "".join(p.read_text(errors="replace")
+                                                      for p in logs)[-tail:] or "(none)"))
+    return "\n".join(f"--- {name}:\n{text}" for name, text in parts)
 
 
 def reached(run_dir: Path, step: int) -> bool:
@@ -116,7 +146,8 @@ def test_demo_spec_goes_out_as_one_job_array_and_a_rerun_submits_nothing(tmp_pat
 
 def release(job_id: str) -> None:
     """A requeued job waits for its BeginTime (~120 s later); start it now."""
-    wait_until(lambda: squeue_state(job_id) == "PENDING", 90, f"job {job_id} to be requeued")
+    wait_until(lambda: squeue_state(job_id) == "PENDING", 90, f"job {job_id} to be requeued",
+               explain=lambda: cluster_report(job_id))
     time.sleep(2)  # releasing it in the same second as the requeue revokes its credential
 
     def started() -> bool:
@@ -125,7 +156,8 @@ def release(job_id: str) -> None:
                            capture_output=True, timeout=60)
             time.sleep(2)
         return squeue_state(job_id) != "PENDING"
-    wait_until(started, 90, f"the requeued job {job_id} to start", poll=0.2)
+    wait_until(started, 90, f"the requeued job {job_id} to start", poll=0.2,
+               explain=lambda: cluster_report(job_id))
 
 
 def attempts_of(sdir: Path) -> list[dict]:
@@ -138,11 +170,15 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
     """One run, interrupted three times: `scontrol requeue` (SLURM kills and restarts the job);
     submitit's own preemption signal (USR2: `RunJob.checkpoint()` requeues the same run); `scancel`
     (the run is left incomplete; the next `rlablate sweep` resubmits only it). Each time it resumes
-    from the run's checkpoint, and every train and eval row exists exactly once."""
+    from the run's checkpoint, and every train and eval row exists exactly once.
+
+    600 steps: a cancelled job keeps running until SLURM's SIGKILL (submitit ignores the SIGTERM
+    that comes KillWait = 3 s before it), and on an idle machine the tiny run does ~50 steps in
+    those 3 s: with 140 steps it sometimes finished before the kill and read `finished`."""
     spec = tmp_path / "rq.yaml"
     spec.write_text("name: rq\nbase: grpo\nseeds: [0]\n")
     over = tiny_overrides(tmp_path, cache_dir) + [
-        "train.steps=140", "eval.every=35", "rollout.max_new_tokens=12"]
+        "train.steps=600", "eval.every=150", "rollout.max_new_tokens=12"]
     assert main(["sweep", str(spec), "--executor", "slurm", *over]) == 0
     (run,) = expand(load_spec(spec, over))
     rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent
@@ -150,20 +186,24 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
     t_submit = time.time()
 
     # ---- preemption: requeue mid-run
-    wait_until(lambda: reached(rdir, 3), 180, "step 3", poll=0.1)  # a checkpoint at step 2
+    wait_until(lambda: reached(rdir, 3), 180, "step 3", poll=0.1,
+               explain=lambda: cluster_report(job_id, sdir))  # a checkpoint at step 2
     t_started = min(json.loads(x)["time"] for x in (sdir / "attempts.jsonl").read_text().splitlines())
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60)
     release(job_id)
-    wait_until(lambda: len(attempts_of(sdir)) >= 2, 120, "the requeued job's second attempt")
+    wait_until(lambda: len(attempts_of(sdir)) >= 2, 120, "the requeued job's second attempt",
+               explain=lambda: cluster_report(job_id, sdir))
     second = attempts_of(sdir)[1]
     assert second["resume_from_step"] is not None, "the run finished before the requeue hit it"
     assert second["job_id"] == job_id and second["resume_from_step"] >= 2, second
 
     # ---- preemption as submitit sees it: USR2 -> RunJob.checkpoint() -> the job requeues itself
-    wait_until(lambda: reached(rdir, second["resume_from_step"] + 4), 180, "progress", poll=0.1)
+    wait_until(lambda: reached(rdir, second["resume_from_step"] + 4), 180, "progress", poll=0.1,
+               explain=lambda: cluster_report(job_id, sdir))
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=60)
     release(job_id)
-    wait_until(lambda: len(attempts_of(sdir)) >= 3, 120, "the third attempt")
+    wait_until(lambda: len(attempts_of(sdir)) >= 3, 120, "the third attempt",
+               explain=lambda: cluster_report(job_id, sdir))
     third = attempts_of(sdir)[2]
     assert third["resume_from_step"] is not None, "the run finished before USR2 hit it"
     assert third["job_id"] == job_id and third["resume_from_step"] > second["resume_from_step"]
@@ -172,7 +212,8 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
 
     # ---- cancellation: scancel mid-run, then re-launch
     resumed_from = third["resume_from_step"]
-    wait_until(lambda: reached(rdir, resumed_from + 4), 180, f"step {resumed_from + 4}", poll=0.1)
+    wait_until(lambda: reached(rdir, resumed_from + 4), 180, f"step {resumed_from + 4}", poll=0.1,
+               explain=lambda: cluster_report(job_id, sdir))
     subprocess.run(["scancel", job_id], check=True, timeout=60)
     wait_until(lambda: squeue_state(job_id) is None, 60, "the cancelled job to leave the queue")
     wait_until(lambda: slurm_job_states({job_id}).get(job_id) == "CANCELLED", 60, "sacct CANCELLED")
@@ -186,9 +227,9 @@ def test_preempted_requeued_and_cancelled_run_resumes_with_no_lost_or_duplicated
     assert len(attempts) == 4 and attempts[3]["job_id"] != job_id
     assert attempts[3]["resume_from_step"] > resumed_from
     summary = json.loads((rdir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["step"] == 140
-    assert steps(rdir, "train") == list(range(1, 141))      # none lost, none duplicated
-    assert steps(rdir, "eval") == [0, 35, 70, 105, 140]
+    assert summary["status"] == "finished" and summary["step"] == 600
+    assert steps(rdir, "train") == list(range(1, 601))      # none lost, none duplicated
+    assert steps(rdir, "eval") == [0, 150, 300, 450, 600]
     items = [json.loads(x)["step"] for x in (rdir / "eval_items.jsonl").read_text().splitlines()]
     assert items == sorted(items) and len(items) == 2 * 5
     print(f"\n[timing] submit -> first attempt {t_started - t_submit:.1f} s; resumed from steps "
