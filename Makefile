@@ -44,7 +44,7 @@ SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; expo
 	  if [ "$$(id -u)" = 0 ]; then export RLABLATE_REQUIRE_BROWSER=1; fi
 # Three things at once: the SLURM and fault tests one after another in a process of their own (they
 # share the cluster and the mounts, and mostly wait on them; output shown when done), every other
-# test on two workers one file at a time (the long learning files first: tests/conftest.py), and
+# test on two workers, test by test (the files with long learning tests first: tests/conftest.py), and
 # vLLM's CPU build installed into .venv-vllm in the background (I/O-bound); then vLLM's tests.
 SERIAL := slurm or faults
 test: setup
@@ -52,7 +52,7 @@ test: setup
 	  vlog=$$(mktemp); VLLM_STEP=install RLABLATE_REQUIRE_VLLM=$$req bash scripts/test_vllm.sh .venv-vllm \
 	    >$$vlog 2>&1 & vpid=$$!; \
 	  slog=$$(mktemp); $(PY) -m pytest -q -m "$(SERIAL)" $(PYTEST_ARGS) tests >$$slog 2>&1 & spid=$$!; \
-	  $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not ($(SERIAL))" $(PYTEST_ARGS) tests; \
+	  $(PY) -m pytest -q -n 2 --dist load -m "not ($(SERIAL))" $(PYTEST_ARGS) tests; \
 	  rc=$$?; wait $$spid; src=$$?; echo "make test: the SLURM and fault tests (-m '$(SERIAL)'):"; cat $$slog; \
 	  wait $$vpid; vrc=$$?; cat $$vlog; rm -f $$vlog $$slog; \
 	  [ $$rc = 0 ] && [ $$src = 0 ] && [ $$vrc = 0 ] && RLABLATE_REQUIRE_VLLM=$$req $(MAKE) --no-print-directory test-vllm
