@@ -6,15 +6,35 @@ errors (items are the unit; the same fixed 1024 eval items x 8 samples before an
 2024, arXiv 2411.00640). Every arm at its preset (the papers' hyper-parameters) and the shared
 lr 1e-4.
 
-Measured (LOG.md, session 8; seed 0, R0 0.242, 1024 x 8): sft +0.127 (paired SE 0.007), sft_gold
-+0.089 (0.007), ipo +0.064 (0.007), kto +0.030 (0.007, 4.3 SE) pass; dpo +0.0016 (0.008) and simpo
-+0.0054 (0.008) do not, and are marked `xfail(strict=True)` with those numbers. (Until session 8
-the eval was 256 x 4, where kto's same gain, +0.029, was only 1.7 SE.) No lever the pilots tried
-lifts dpo or simpo past 3 SE (LOG.md: lr 3e-5 / 5e-5 / 3e-4, 4x the self-play prompts, SimPO's
-beta 2-2.5). Under dpo both the chosen and the rejected log-ratio fall, the failure Azar et al.
-2023 (arXiv 2310.12036, Sec. 4.2) predict for deterministic preferences (a verifier's), so pass@1
-does not rise. strict: if one of them starts to learn, the test says so (XPASS fails) and the mark
-must go. The file runs in 3.5 min on one worker (the warm start and self-play data cached).
+The warm start stops on a pass-rate threshold, so a CPU whose float rounding differs (another
+EPYC generation, say) stops it at another step: R0 was 0.242 (session 8's machine), 0.323 (CI,
+2026-12-01) and 0.308 (session 9's machine), and the gains below are each machine's own (1024 x 8,
+paired SE ~0.007-0.009):
+
+| arm | R0 0.242 | R0 0.323 (CI) | R0 0.308 |
+|---|---|---|---|
+| sft | +0.127 | pass | +0.110 |
+| sft_gold | +0.089 | pass | +0.086 |
+| ipo | +0.064 | pass | +0.023 (3.0 SE) |
+| kto | +0.030 (4.3 SE) | +0.004 (0.5 SE) | -0.030 |
+| dpo | +0.002 | xfail | -0.039 |
+| simpo | +0.005 | xfail | -0.037 |
+
+So dpo, simpo and kto do not raise pass@1 at this scale; the sign of their change depends on the
+warm start. Every one of them does optimise its own objective (training pair accuracy ~0.54 -> 0.91,
+the log-ratio gap of chosen over rejected +0.04 -> +0.47 under dpo), but by lowering the chosen
+response's log-ratio too (dpo -0.11, kto -0.10; the rejected one -0.57): the failure Pal et al.
+2024 (Smaug / DPO-Positive, arXiv 2402.13228) prove for pairs at a small edit distance, here one
+answer token ("2+2=4" vs "2+2=5" is their example), and Azar et al. 2023 (arXiv 2310.12036,
+Sec. 4.2) predict for deterministic preferences. No lever the pilots tried lifts them (LOG.md: lr
+3e-5 / 5e-5 / 3e-4, 4x the self-play prompts, SimPO's beta 2-2.5).
+
+What every arm must do (asserted): finish; lower its training loss (last 10 steps against the
+first 10); a preference arm must separate its training pairs (the chosen-over-rejected gap rises by
+> 0.1). The pass@1 claim (> 3 paired SE) is asserted for sft, sft_gold and ipo; for dpo, simpo and
+kto it raises `BelowThreeSE`, an expected failure (`xfail(raises=BelowThreeSE)`): any other
+failure of theirs still fails the test, and the mark is not strict because kto passed on one
+machine's warm start. The file runs in ~2.5 min on one worker (warm start and self-play cached).
 """
 
 from __future__ import annotations
@@ -34,11 +54,19 @@ SHARED = ["offline.n_prompts=1024", "offline.samples=16", "rollout.prompts_per_s
           "eval.in_dist.n_items=1024", "eval.in_dist.k=8", "eval.held_out.n_items=16",
           "eval.held_out.k=1", "run.threads=1",
           "run.sweep=learn-offline"]
-NOT_LEARNING = {  # measured gain (paired SE) at seed 0, 1024 x 8 eval: LOG.md, session 7
-    "dpo": "+0.0016 (SE 0.008): chosen and rejected log-ratios both fall",
-    "simpo": "+0.0054 (SE 0.008), beta 2.0, gamma 1.0"}
-ARMS = [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=f"{a} does not learn at this "
-                                                f"scale: {NOT_LEARNING[a]}"))
+NOT_LEARNING = {  # gains at 1024 x 8 on three machines' warm starts (R0 0.242 / 0.308): above
+    "dpo": "+0.002 / -0.039: chosen and rejected log-ratios both fall (Pal et al. 2024)",
+    "simpo": "+0.005 / -0.037 (beta 2.0, gamma 1.0)",
+    "kto": "+0.030 / -0.030, and +0.004 on CI's (R0 0.323): the sign depends on the warm start"}
+
+
+class BelowThreeSE(AssertionError):
+    """The in-distribution gain over the warm start is not beyond 3 paired standard errors."""
+
+
+ARMS = [pytest.param(a, marks=pytest.mark.xfail(raises=BelowThreeSE, strict=False,
+                                                reason=f"{a} does not learn at this scale: "
+                                                f"{NOT_LEARNING[a]}"))
         if a in NOT_LEARNING else a for a in ("sft", "sft_gold", "dpo", "ipo", "simpo", "kto")]
 
 
@@ -65,4 +93,27 @@ def test_offline_arm_raises_in_dist_pass_rate(arm, tmp_path_factory, cache_dir):
     assert summary["status"] == "finished"
     r0, final, gain, se = _paired_gain(cfg.run_dir())
     print(f"{arm}: in-dist pass@1 {r0:.3f} -> {final:.3f}, gain {gain:+.3f} (paired SE {se:.3f})")
-    assert gain > 3 * se, (arm, r0, final, gain, se)
+    rows = [json.loads(l) for l in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r.get("kind") == "train"]
+    first, last = rows[:10], rows[-10:]
+    loss = [_mean(first, "loss/offline"), _mean(last, "loss/offline")]
+    assert loss[1] < loss[0], (arm, "training loss did not fall", loss)
+    if "offline/margin" in rows[0] or "offline/rejected_log_ratio" in rows[0]:  # a preference loss
+        gap = [_gap(first), _gap(last)]
+        print(f"{arm}: loss {loss[0]:.3f} -> {loss[1]:.3f}, chosen-over-rejected gap "
+              f"{gap[0]:+.3f} -> {gap[1]:+.3f}")
+        assert gap[1] > gap[0] + 0.1, (arm, "training pairs not separated", gap)
+    if not gain > 3 * se:
+        raise BelowThreeSE(f"{arm}: gain {gain:+.4f} is not beyond 3 x SE {se:.4f} (R0 {r0:.3f})")
+
+
+def _mean(rows, key):
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def _gap(rows):
+    """Chosen over rejected: the log-ratio difference where there is a reference, else the loss's
+    own margin (SimPO's length-normalised log-probabilities have none)."""
+    if "offline/rejected_log_ratio" in rows[0]:
+        return _mean(rows, "offline/chosen_log_ratio") - _mean(rows, "offline/rejected_log_ratio")
+    return _mean(rows, "offline/margin")
