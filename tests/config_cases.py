@@ -70,7 +70,7 @@ CASES = [
     L("model.scale=tiny-2m", msg="model.scale = 'tiny-2m': allowed values are tiny-0.3m, tiny-1m, "
       "tiny-4m, tiny-moe, pretrained"),
     L("model.dtype=fp16", msg="model.dtype = 'fp16': allowed values are fp32, bf16"),
-    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dpo, dppo_kl, "
+    L("algo.preset=grpoo", msg="algo.preset = 'grpoo': allowed values are cispo, dapo, dpo, dpop, dppo_kl, "
       "dppo_tv, dr_grpo, gmpo, grpo, gspo, ipo, kto, luspo, minpro, ppo, reinforce_pp, "
       "reinforce_pp_baseline, rloo, sapo, scalerl, sft, sgrpo, simpo, vapo, vespo, none (did you mean 'grpo'?)"),
     L("algo.preset=7", msg="algo.preset = 7: expected a string"),
@@ -299,12 +299,12 @@ CASES = [
     R("algo.retire=all", msg="algo.retire = 'all': allowed values are no_positive, none"),
     # ---- rules: the paradigm (issue 17): offline losses, their knobs, the finite training split
     R("algo.paradigm=batch", msg="algo.paradigm = 'batch': allowed values are offline, online"),
-    R("algo.offline_loss=orpo", msg="algo.offline_loss = 'orpo': allowed values are dpo, ipo, "
+    R("algo.offline_loss=orpo", msg="algo.offline_loss = 'orpo': allowed values are dpo, dpop, ipo, "
       "ipo_token_mean, kto, kto_ema, none, sft, sft_gold, simpo"),
     R("algo.offline_loss=dpo", msg="algo.offline_loss = 'dpo': an offline loss needs algo.paradigm "
       "= offline (it is online)"),
     R("algo.paradigm=offline", "offline.n_prompts=8", msg="algo.offline_loss = 'none': "
-      "algo.paradigm = offline needs an offline loss (dpo, ipo"),
+      "algo.paradigm = offline needs an offline loss (dpo, dpop, ipo"),
     R("algo.preset=dpo", msg="offline.n_prompts = 0: algo.paradigm = offline trains on a finite "
       "training split"),
     L(*OFFLINE, "algo.offline_loss=dpo", "algo.beta=0", msg="algo.beta = 0.0: must be > 0"),
@@ -315,9 +315,12 @@ CASES = [
     U("algo.beta=0.2", msg="algo.beta = 0.2: only used by the offline paradigm (algo.paradigm = offline)"),
     U("offline.samples=8", msg="offline.samples = 8: only used by the offline paradigm"),
     U(*OFFLINE, "algo.offline_loss=sft", "algo.beta=0.2", msg="algo.beta = 0.2: offline loss 'sft' "
-      "does not read it (read by dpo, ipo, ipo_token_mean, kto, kto_ema, simpo)"),
+      "does not read it (read by dpo, dpop, ipo, ipo_token_mean, kto, kto_ema, simpo)"),
     U(*OFFLINE, "algo.offline_loss=dpo", "algo.simpo_gamma=1.0", msg="algo.simpo_gamma = 1.0: offline "
       "loss 'dpo' does not read it (read by simpo)"),
+    U(*OFFLINE, "algo.offline_loss=dpo", "algo.dpop_lambda=10", msg="algo.dpop_lambda = 10.0: offline "
+      "loss 'dpo' does not read it (read by dpop)"),
+    L(*OFFLINE, "algo.offline_loss=dpop", "algo.dpop_lambda=-1", msg="algo.dpop_lambda = -1.0: must be >= 0"),
     U(*OFFLINE, "algo.offline_loss=sft_gold", "offline.samples=4", msg="offline.samples = 4: offline "
       "loss 'sft_gold' trains on the reference answers (no self-play)"),
     U(*OFFLINE, "algo.offline_loss=dpo", "algo.clip_high=0.3", msg="algo.clip_high = 0.3: the offline "

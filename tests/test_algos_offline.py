@@ -42,6 +42,25 @@ def test_dpo_is_minus_log_sigmoid_of_beta_times_the_log_ratio_margin():
     assert g["pol_r"] == pytest.approx([0.1 * sig(-0.15)])
 
 
+def test_dpop_penalises_the_chosen_log_ratio_falling_below_zero_inside_the_sigmoid():
+    """Pal et al. 2024 (arXiv 2402.13228): z = beta (r_w - r_l - lambda max(0, -r_w))."""
+    lp = pair(pol_c=[-3.5], ref_c=[-3.0], pol_r=[-4.0], ref_r=[-3.5], len_c=[2.0], len_r=[4.0])
+    out = OFFLINE_LOSSES["dpop"](lp, beta=0.1, dpop_lambda=50.0, state={})
+    z = 0.1 * ((-0.5) - (-0.5) - 50 * 0.5)                          # -2.5
+    assert out.loss.item() == pytest.approx(math.log(1 + math.exp(-z)))
+    assert out.stats["chosen_drop"] == pytest.approx(0.5)
+    assert out.stats["margin"] == 0.0 and out.stats["pair_accuracy"] == 0.0  # DPO's, lambda left out
+    g = grads(out, lp)  # dz/dpol_c = beta (1 + lambda), dz/dpol_r = -beta
+    assert g["pol_c"] == pytest.approx([-sig(-z) * 0.1 * 51])
+    assert g["pol_r"] == pytest.approx([sig(-z) * 0.1])
+    # above the reference, or at lambda = 0, it is DPO exactly
+    dpo = OFFLINE_LOSSES["dpo"](pair(**ONE), beta=0.1, state={}).loss.item()
+    assert OFFLINE_LOSSES["dpop"](pair(**ONE), beta=0.1, dpop_lambda=50.0, state={}).loss.item() == dpo
+    lp0 = pair(pol_c=[-3.5], ref_c=[-3.0], pol_r=[-4.0], ref_r=[-3.5], len_c=[2.0], len_r=[4.0])
+    assert OFFLINE_LOSSES["dpop"](lp0, beta=0.1, dpop_lambda=0.0, state={}).loss.item() == \
+        pytest.approx(math.log(2))
+
+
 def test_ipo_summed_and_token_mean_variants_differ_as_their_formulas_say():
     lp = pair(**ONE)
     out = OFFLINE_LOSSES["ipo"](lp, beta=0.1, state={})
@@ -109,9 +128,10 @@ def test_sft_is_the_token_mean_nll_of_the_chosen_responses(name):
 
 def test_losses_average_over_pairs():
     two = {k: v + v for k, v in ONE.items()}
-    for name in ("dpo", "ipo", "ipo_token_mean"):
-        a = OFFLINE_LOSSES[name](pair(**ONE), beta=0.1, state={}).loss.item()
-        assert OFFLINE_LOSSES[name](pair(**two), beta=0.1, state={}).loss.item() == pytest.approx(a)
+    for name in ("dpo", "dpop", "ipo", "ipo_token_mean"):
+        kw = {"dpop_lambda": 50.0} if name == "dpop" else {}
+        a = OFFLINE_LOSSES[name](pair(**ONE), beta=0.1, state={}, **kw).loss.item()
+        assert OFFLINE_LOSSES[name](pair(**two), beta=0.1, state={}, **kw).loss.item() == pytest.approx(a)
 
 
 @pytest.mark.parametrize("name", [n for n in OFFLINE_LOSSES.names() if OFFLINE_LOSSES.meta(n).active])
@@ -130,7 +150,7 @@ def test_gradcheck_every_offline_loss(name):
              "ref_kl": -torch.rand(2 * B, generator=g, dtype=torch.float64)}
     pol_c = (-torch.rand(B, generator=g, dtype=torch.float64) * 5).requires_grad_()
     pol_r = (-torch.rand(B, generator=g, dtype=torch.float64) * 5).requires_grad_()
-    knobs = {k: {"beta": 0.7, "simpo_gamma": 0.3, "kto_lambda_d": 1.5, "kto_lambda_u": 0.8,
+    knobs = {k: {"beta": 0.7, "simpo_gamma": 0.3, "dpop_lambda": 2.0, "kto_lambda_d": 1.5, "kto_lambda_u": 0.8,
                  "kto_ema_alpha": 1e-12}[k] for k in meta.keys}
 
     def f(pc, pr):
@@ -141,7 +161,7 @@ def test_gradcheck_every_offline_loss(name):
 
 def test_registry_properties_match_what_each_loss_reads():
     m = OFFLINE_LOSSES.meta
-    assert [n for n in OFFLINE_LOSSES.names() if m(n).needs_reference] == ["dpo", "ipo", "ipo_token_mean", "kto", "kto_ema"]
+    assert [n for n in OFFLINE_LOSSES.names() if m(n).needs_reference] == ["dpo", "dpop", "ipo", "ipo_token_mean", "kto", "kto_ema"]
     assert [n for n in OFFLINE_LOSSES.names() if m(n).needs_mismatched] == ["kto"]
     assert [n for n in OFFLINE_LOSSES.names() if not m(n).needs_rejected] == ["none", "sft", "sft_gold"]
     assert OFFLINE_LOSSES.where(active=False) == ["none"] and algos.PARADIGMS.where(offline=True) == ["offline"]

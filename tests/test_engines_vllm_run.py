@@ -44,6 +44,16 @@ def _paired_gain(cfg):
     return sum(before) / n, sum(after) / n, mean, math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
 
 
+def _step0_difference(a, b):
+    """Mean and standard error over the in-dist items of b's step-0 correctness minus a's."""
+    def step0(cfg):
+        items = [json.loads(x) for x in (cfg.run_dir() / "eval_items.jsonl").read_text().splitlines()]
+        return next(r["correct"] for r in items if r["step"] == 0 and r["set"] == "in_dist")
+    d = [y - x for x, y in zip(step0(a), step0(b))]
+    n, mean = len(d), sum(d) / len(d)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, cache_dir):
     root = tmp_path_factory.mktemp("vllm_run")
@@ -72,7 +82,12 @@ def test_vllm_run_learns_like_the_hf_run(runs):
               f"evals {ev}")
         assert gain > 3 * se, (name, gain, se)
         gains[name] = (gain, se)
-    assert _paired_gain(hf)[0] == _paired_gain(vl)[0]   # the same warm start, the same R0
+    # the same warm start, so the same R0 within noise: the engines draw their own samples (vLLM's
+    # per-request seeds, torch's RNG for HF), so the step-0 evals are two independent draws over the
+    # same 512 items (on the CI machine 187 items differ, and R0 0.297 vs 0.301)
+    d0 = _step0_difference(hf, vl)
+    print(f"step-0 pass@1, vLLM minus HF: {d0[0]:+.4f} (paired SE {d0[1]:.4f})")
+    assert abs(d0[0]) <= 3 * d0[1], d0
     (g1, s1), (g2, s2) = gains["hf"], gains["vllm"]
     assert abs(g1 - g2) < 3 * math.hypot(s1, s2), gains  # the same trend within noise
 

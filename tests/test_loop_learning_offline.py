@@ -8,33 +8,37 @@ lr 1e-4.
 
 The warm start stops on a pass-rate threshold, so a CPU whose float rounding differs (another
 EPYC generation, say) stops it at another step: R0 was 0.242 (session 8's machine), 0.323 (CI,
-2026-12-01) and 0.308 (session 9's machine), and the gains below are each machine's own (1024 x 8,
-paired SE ~0.007-0.009):
+2026-12-01) and 0.308 (session 9's machine); on session 9's machine the warm start's own seed
+(`warmup.seed` 1 and 2) gave R0 0.224 and 0.185. The gains below are each start's own (1024 x 8,
+paired SE ~0.007-0.009; "-": not run):
 
-| arm | R0 0.242 | R0 0.323 (CI) | R0 0.308 |
-|---|---|---|---|
-| sft | +0.127 | pass | +0.110 |
-| sft_gold | +0.089 | pass | +0.086 |
-| ipo | +0.064 | pass | +0.023 (3.0 SE) |
-| kto | +0.030 (4.3 SE) | +0.004 (0.5 SE) | -0.030 |
-| dpo | +0.002 | xfail | -0.039 |
-| simpo | +0.005 | xfail | -0.037 |
+| arm | R0 0.242 | R0 0.323 (CI) | R0 0.308 | R0 0.224 | R0 0.185 |
+|---|---|---|---|---|---|
+| sft | +0.127 | pass | +0.110 | +0.109 | +0.141 |
+| sft_gold | +0.089 | pass | +0.086 | +0.087 | +0.105 |
+| dpop | - | - | +0.049 (~8 SE) | +0.078 | +0.086 |
+| ipo | +0.064 | pass | +0.023 (3.0 SE) | +0.026 (3.3 SE) | +0.019 (2.4 SE) |
+| kto | +0.030 (4.3 SE) | +0.004 (0.5 SE) | -0.030 | +0.021 | - |
+| dpo | +0.002 | xfail | -0.039 | +0.018 | +0.029 (3.6 SE) |
+| simpo | +0.005 | xfail | -0.037 | +0.012 | - |
 
-So dpo, simpo and kto do not raise pass@1 at this scale; the sign of their change depends on the
-warm start. Every one of them does optimise its own objective (training pair accuracy ~0.54 -> 0.91,
-the log-ratio gap of chosen over rejected +0.04 -> +0.47 under dpo), but by lowering the chosen
-response's log-ratio too (dpo -0.11, kto -0.10; the rejected one -0.57): the failure Pal et al.
-2024 (Smaug / DPO-Positive, arXiv 2402.13228) prove for pairs at a small edit distance, here one
-answer token ("2+2=4" vs "2+2=5" is their example), and Azar et al. 2023 (arXiv 2310.12036,
-Sec. 4.2) predict for deterministic preferences. No lever the pilots tried lifts them (LOG.md: lr
-3e-5 / 5e-5 / 3e-4, 4x the self-play prompts, SimPO's beta 2-2.5).
+So dpo, simpo and kto do not robustly raise pass@1 at this scale, and ipo only barely; the sign
+of their change depends on the warm start. Every one of them does optimise its own objective
+(training pair accuracy ~0.54 -> 0.91, the log-ratio gap of chosen over rejected +0.04 -> +0.47
+under dpo), but by lowering the chosen response's log-ratio too (dpo -0.11, kto -0.10; the
+rejected one -0.57): the failure Pal et al. 2024 (Smaug / DPO-Positive, arXiv 2402.13228) prove
+for pairs at a small edit distance, here one answer token ("2+2=4" vs "2+2=5" is their example),
+and Azar et al. 2023 (arXiv 2310.12036, Sec. 4.2) predict for deterministic preferences. DPOP,
+their fix (a penalty lambda * max(0, log-ratio drop of the chosen response) inside DPO's sigmoid),
+learns from every warm start tried: the diagnosis holds. No other lever the pilots tried lifts
+dpo/simpo/kto (LOG.md: lr 3e-5 / 5e-5 / 3e-4, 4x the self-play prompts, SimPO's beta 2-2.5).
 
 What every arm must do (asserted): finish; lower its training loss (last 10 steps against the
 first 10); a preference arm must separate its training pairs (the chosen-over-rejected gap rises by
-> 0.1). The pass@1 claim (> 3 paired SE) is asserted for sft, sft_gold and ipo; for dpo, simpo and
-kto it raises `BelowThreeSE`, an expected failure (`xfail(raises=BelowThreeSE)`): any other
-failure of theirs still fails the test, and the mark is not strict because kto passed on one
-machine's warm start. The file runs in ~2.5 min on one worker (warm start and self-play cached).
+> 0.1). The pass@1 claim (> 3 paired SE) is asserted for sft, sft_gold and dpop; for dpo, simpo,
+kto and ipo it raises `BelowThreeSE`, an expected failure (`xfail(raises=BelowThreeSE)`): any
+other failure of theirs still fails the test, and the mark is not strict because each passed on
+some warm start. The file runs in ~3 min on one worker (warm start and self-play cached).
 """
 
 from __future__ import annotations
@@ -54,10 +58,11 @@ SHARED = ["offline.n_prompts=1024", "offline.samples=16", "rollout.prompts_per_s
           "eval.in_dist.n_items=1024", "eval.in_dist.k=8", "eval.held_out.n_items=16",
           "eval.held_out.k=1", "run.threads=1",
           "run.sweep=learn-offline"]
-NOT_LEARNING = {  # gains at 1024 x 8 on three machines' warm starts (R0 0.242 / 0.308): above
-    "dpo": "+0.002 / -0.039: chosen and rejected log-ratios both fall (Pal et al. 2024)",
-    "simpo": "+0.005 / -0.037 (beta 2.0, gamma 1.0)",
-    "kto": "+0.030 / -0.030, and +0.004 on CI's (R0 0.323): the sign depends on the warm start"}
+NOT_LEARNING = {  # gains at 1024 x 8 from five warm starts: the table above
+    "dpo": "-0.039 to +0.029: chosen and rejected log-ratios both fall (Pal et al. 2024)",
+    "simpo": "-0.037 to +0.012 (beta 2.0, gamma 1.0)",
+    "kto": "-0.030 to +0.030: the sign depends on the warm start",
+    "ipo": "+0.019 to +0.064: 2.4 to 9 SE, below 3 SE from one warm start"}
 
 
 class BelowThreeSE(AssertionError):
@@ -67,7 +72,7 @@ class BelowThreeSE(AssertionError):
 ARMS = [pytest.param(a, marks=pytest.mark.xfail(raises=BelowThreeSE, strict=False,
                                                 reason=f"{a} does not learn at this scale: "
                                                 f"{NOT_LEARNING[a]}"))
-        if a in NOT_LEARNING else a for a in ("sft", "sft_gold", "dpo", "ipo", "simpo", "kto")]
+        if a in NOT_LEARNING else a for a in ("sft", "sft_gold", "dpo", "dpop", "ipo", "simpo", "kto")]
 
 
 def _paired_gain(run_dir):

@@ -17,6 +17,9 @@ self-play stage; false for `sft_gold`: the training split's reference answers, O
 gold-SFT control),
 `keys` (the algo.* knobs it reads; any other offline knob must keep its default: config rules).
 
+`dpop` (DPO-Positive) is DPO with a penalty that keeps the chosen response's log-ratio from
+falling, the failure the offline learning test measures under dpo and kto here.
+
 Where implementations disagree the difference is a named value: IPO on summed log-ratios (`ipo`,
 the paper's Eq. 17 and oxRL) or per-token means (`ipo_token_mean`, TRL); KTO's reference point
 from mismatched pairs (`kto`, the paper and TRL) or oxRL's moving average of the chosen log-ratio
@@ -37,7 +40,7 @@ OFFLINE_LOSSES = Registry("algo.offline_loss", active=True, needs_reference=True
                           needs_rejected=True, needs_mismatched=False, selfplay=True, keys=())
 
 # every algo.* knob some offline loss reads, in the order the schema declares them
-OFFLINE_KEYS = ("beta", "simpo_gamma", "kto_lambda_d", "kto_lambda_u", "kto_ema_alpha")
+OFFLINE_KEYS = ("beta", "simpo_gamma", "dpop_lambda", "kto_lambda_d", "kto_lambda_u", "kto_ema_alpha")
 
 
 @dataclass
@@ -83,6 +86,23 @@ def dpo(lp: PairLogps, *, beta: float, state: dict) -> OfflineOut:
     h = (lp.pol_c - lp.ref_c) - (lp.pol_r - lp.ref_r)
     loss = -torch.nn.functional.logsigmoid(beta * h).mean()
     return OfflineOut(loss, _pair_stats(h, beta), state)
+
+
+@OFFLINE_LOSSES.register("dpop", keys=("beta", "dpop_lambda"))
+def dpop(lp: PairLogps, *, beta: float, dpop_lambda: float, state: dict) -> OfflineOut:
+    """DPO-Positive (Pal et al. 2024, "Smaug", arXiv 2402.13228): DPO with a penalty, inside the
+    sigmoid, on the chosen response's log-ratio falling below 0:
+    L = -mean_i log sigmoid(beta * (r(y_w) - r(y_l) - lambda * max(0, -r(y_w)))),
+    r(y) = log pi(y|x) - log pi_ref(y|x) summed over the response's tokens. The paper proves that
+    DPO can lower log pi(y_w|x) while it widens the margin, most of all for pairs at a small edit
+    distance (a verifier's pairs here differ in one answer token); lambda = 0 is DPO. lambda = 50
+    as PaddleNLP's `dpop_lambda` default; an independent closed-form test of NeMo-RL-style losses
+    writes the same formula. The logged margin and pair accuracy are DPO's (lambda left out)."""
+    h = (lp.pol_c - lp.ref_c) - (lp.pol_r - lp.ref_r)
+    drop = (lp.ref_c - lp.pol_c).clamp(min=0)
+    loss = -torch.nn.functional.logsigmoid(beta * (h - dpop_lambda * drop)).mean()
+    return OfflineOut(loss, {**_pair_stats(h, beta), "chosen_drop": float(drop.detach().mean())},
+                      state)
 
 
 def _ipo(h, beta: float, state: dict) -> OfflineOut:

@@ -318,11 +318,13 @@ class AlgoCfg:
         "fresh rollouts; offline = a fixed data set built once from the warm start by the "
         "self-play stage (offline.*), trained on with algo.offline_loss", choices_from="paradigm")
     offline_loss: str = F(
-        "none", "the offline paradigm's objective (sft, sft_gold, dpo, ipo, ipo_token_mean, simpo, "
-        "kto, kto_ema); none = online", choices_from="offline_loss")
+        "none", "the offline paradigm's objective (sft, sft_gold, dpo, dpop, ipo, ipo_token_mean, "
+        "simpo, kto, kto_ema); none = online", choices_from="offline_loss")
     beta: float = F(0.1, "offline: the preference temperature beta of dpo/ipo (tau)/simpo/kto "
                     "(OXRL 0.1)", lo=0, lo_open=True)
     simpo_gamma: float = F(0.5, "simpo: the target reward margin gamma (OXRL 0.5)", lo=0)
+    dpop_lambda: float = F(50.0, "dpop: weight lambda of the penalty on the chosen response's "
+                           "log-ratio falling below 0 (DPO-Positive, Pal et al. 2024: 50)", lo=0)
     kto_lambda_d: float = F(1.0, "kto: weight lambda_D of desirable (chosen) examples", lo=0,
                             lo_open=True)
     kto_lambda_u: float = F(1.0, "kto: weight lambda_U of undesirable (rejected) examples", lo=0,
@@ -405,7 +407,7 @@ NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
 # keys added after runs and caches existed: left out of every identity hash (run_id, the
 # warm-start and self-play cache keys) while at their default, so that a config which does not
 # use them keeps its run id and its caches (section -> keys)
-LATE_KEYS = {"task": ("held_out_paths",)}
+LATE_KEYS = {"task": ("held_out_paths",), "algo": ("dpop_lambda",)}
 
 
 def identity(d: dict) -> dict:
@@ -420,7 +422,7 @@ def identity(d: dict) -> dict:
     return out
 
 
-_SECTIONS = {"task": TaskCfg}
+_SECTIONS = {"task": TaskCfg, "algo": AlgoCfg}
 
 
 def _slug(s: str) -> str:
