@@ -56,8 +56,7 @@ def test_dpop_penalises_the_chosen_log_ratio_falling_below_zero_inside_the_sigmo
     # above the reference, or at lambda = 0, it is DPO exactly
     dpo = OFFLINE_LOSSES["dpo"](pair(**ONE), beta=0.1, state={}).loss.item()
     assert OFFLINE_LOSSES["dpop"](pair(**ONE), beta=0.1, dpop_lambda=50.0, state={}).loss.item() == dpo
-    lp0 = pair(pol_c=[-3.5], ref_c=[-3.0], pol_r=[-4.0], ref_r=[-3.5], len_c=[2.0], len_r=[4.0])
-    assert OFFLINE_LOSSES["dpop"](lp0, beta=0.1, dpop_lambda=0.0, state={}).loss.item() == \
+    assert OFFLINE_LOSSES["dpop"](lp, beta=0.1, dpop_lambda=0.0, state={}).loss.item() == \
         pytest.approx(math.log(2))
 
 

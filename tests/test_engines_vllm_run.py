@@ -35,23 +35,22 @@ def _rows(cfg):
     return [json.loads(x) for x in (cfg.run_dir() / "metrics.jsonl").read_text().splitlines()]
 
 
-def _paired_gain(cfg):
+def _in_dist(cfg, step):
+    """Per-item correctness of the in-dist eval at `step` (the same items at every step)."""
     items = [json.loads(x) for x in (cfg.run_dir() / "eval_items.jsonl").read_text().splitlines()]
-    before = next(r["correct"] for r in items if r["step"] == 0 and r["set"] == "in_dist")
-    after = next(r["correct"] for r in items if r["step"] == STEPS and r["set"] == "in_dist")
-    d = [a - b for a, b in zip(after, before)]
-    n, mean = len(d), sum(d) / len(d)
-    return sum(before) / n, sum(after) / n, mean, math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
+    return next(r["correct"] for r in items if r["step"] == step and r["set"] == "in_dist")
 
 
-def _step0_difference(a, b):
-    """Mean and standard error over the in-dist items of b's step-0 correctness minus a's."""
-    def step0(cfg):
-        items = [json.loads(x) for x in (cfg.run_dir() / "eval_items.jsonl").read_text().splitlines()]
-        return next(r["correct"] for r in items if r["step"] == 0 and r["set"] == "in_dist")
-    d = [y - x for x, y in zip(step0(a), step0(b))]
+def _mean_se(d):
+    """Mean and standard error of paired item differences (items are the unit)."""
     n, mean = len(d), sum(d) / len(d)
     return mean, math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n)
+
+
+def _paired_gain(cfg):
+    before, after = _in_dist(cfg, 0), _in_dist(cfg, STEPS)
+    mean, se = _mean_se([a - b for a, b in zip(after, before)])
+    return sum(before) / len(before), sum(after) / len(after), mean, se
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +84,7 @@ def test_vllm_run_learns_like_the_hf_run(runs):
     # the same warm start, so the same R0 within noise: the engines draw their own samples (vLLM's
     # per-request seeds, torch's RNG for HF), so the step-0 evals are two independent draws over the
     # same 512 items (on the CI machine 187 items differ, and R0 0.297 vs 0.301)
-    d0 = _step0_difference(hf, vl)
+    d0 = _mean_se([y - x for x, y in zip(_in_dist(hf, 0), _in_dist(vl, 0))])
     print(f"step-0 pass@1, vLLM minus HF: {d0[0]:+.4f} (paired SE {d0[1]:.4f})")
     assert abs(d0[0]) <= 3 * d0[1], d0
     (g1, s1), (g2, s2) = gains["hf"], gains["vllm"]
