@@ -143,6 +143,13 @@ CASES = [
       "needs task.max_digits >= 2 (two-digit operands must exist)"),
     R("rollout.max_new_tokens=200", msg="model.max_positions = 128: prompt + rollout.max_new_tokens "
       "needs 209"),
+    U("task.hard_n_terms=6", msg="task.hard_n_terms = 6: no effect with task.hard_share = 0"),
+    U("task.hard_max_digits=1", msg="task.hard_max_digits = 1: no effect with task.hard_share = 0"),
+    U(*MATH, "task.hard_share=0.4", msg="task.hard_share = 0.4: only used with task.name = chain_sum"),
+    R("task.hard_share=0.4", "task.min_digits=2", "task.hard_max_digits=1",
+      msg="task.hard_max_digits = 1: must be >= task.min_digits (2)"),
+    R("task.hard_share=0.4", "task.hard_n_terms=16", "task.hard_max_digits=4",
+      msg="model.max_positions = 128: prompt + rollout.max_new_tokens needs 131"),
     # ---- rules: eval and warm-up
     R("eval.temperature=0", msg="eval.in_dist.k = 4: greedy eval (eval.temperature = 0) is "
       "deterministic, so k must be 1"),

@@ -70,6 +70,41 @@ def test_more_terms_and_held_out_in_warmup():
     assert not any(a % 10 == 7 for a, _ in map(_first_two, task.take("train", 0, 500)[0]))
 
 
+def test_hard_share_enters_the_rl_streams_only_and_keeps_the_warm_start():
+    """task.hard_share: that share of train and in-dist items (Weyl-spread, so every window holds
+    it) are chains of task.hard_n_terms operands; the warm-up streams, the tokenizer corpus and
+    the warm start's key are those of the task without it; items are pure functions of the index."""
+    from harness.loop.warm_start import warm_start_key
+    base = ["task.max_digits=1", "task.held_out=more_terms"]
+    cfg = load_config(None, base + ["task.hard_share=0.4"])
+    plain_cfg = load_config(None, base)
+    task, plain = make_task(cfg), make_task(plain_cfg)
+    n_ops = lambda it: it.prompt.count("+") + it.prompt.count("-") + 1  # noqa: E731
+    for split in ("train", "in_dist"):
+        items = task.take(split, 0, 1000)[0]
+        hard = [n_ops(it) == 8 for it in items]
+        assert all(n_ops(it) in (2, 8) for it in items)
+        assert abs(sum(hard) / 1000 - 0.4) <= 0.002  # the Weyl sequence holds the share exactly
+        assert abs(sum(hard[:100]) / 100 - 0.4) <= 0.02  # ... in every window
+        # the non-hard items are the plain stream's items at the same raw indices
+        plain_items = plain.take(split, 0, 1000)[0]
+        assert [a.prompt for a, h in zip(items, hard) if not h] == \
+            [b.prompt for b, h in zip(plain_items, hard) if not h]
+        assert [it.prompt for it in make_task(cfg).take(split, 500, 20)[0]] == \
+            [it.prompt for it in items[500:520]]
+    for split in ("warmup", "warmup_check", "held_out"):
+        assert [it.prompt for it in task.take(split, 0, 200)[0]] == \
+            [it.prompt for it in plain.take(split, 0, 200)[0]]
+    assert task.corpus() == plain.corpus()
+    assert warm_start_key(cfg, "t") == warm_start_key(plain_cfg, "t")
+    # a late key: a config without it keeps its run id; with it, the run is another run
+    assert plain_cfg.run_id() == load_config(None, base + ["task.hard_share=0"]).run_id()
+    assert cfg.run_id() != plain_cfg.run_id()
+    # the hard items are scored by the same verifier
+    it = next(i for i in task.take("in_dist", 0, 10)[0] if n_ops(i) == 8)
+    assert task.score(it.reference, it) == 1.0 and task.score("1+1=3.", it) == 0.0
+
+
 def test_full_prompt_style_for_pretrained_models():
     task = ChainSumTask(load_config(None, []).task, compact=False)
     assert task.take("train", 0, 1)[0][0].prompt.startswith("State the final answer")

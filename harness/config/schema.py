@@ -107,6 +107,13 @@ class TaskCfg:
     n_numbers: int = F(3, "countdown: numbers per item (held-out: one more)", lo=2, hi=6)
     max_value: int = F(20, "countdown: the largest number", lo=2, hi=1000)
     max_target: int = F(100, "countdown: the largest target (targets from 1)", lo=1, hi=100000)
+    hard_share: float = F(0.0, "chain_sum: the share of training and in-dist items drawn from a "
+                          "harder chain (task.hard_n_terms operands of up to task.hard_max_digits "
+                          "digits) that the warm start never sees; 0 = none. A model that cannot "
+                          "solve them has a ceiling near 1 - hard_share, below the bound 1 (LOG.md, "
+                          "session 12)", lo=0.0, hi=0.9)
+    hard_n_terms: int = F(8, "chain_sum: operands per chain of the hard share", lo=2, hi=16)
+    hard_max_digits: int = F(2, "chain_sum: most digits per operand of the hard share", lo=1, hi=4)
     cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
@@ -407,7 +414,8 @@ NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
 # keys added after runs and caches existed: left out of every identity hash (run_id, the
 # warm-start and self-play cache keys) while at their default, so that a config which does not
 # use them keeps its run id and its caches (section -> keys)
-LATE_KEYS = {"task": ("held_out_paths",), "algo": ("dpop_lambda",)}
+LATE_KEYS = {"task": ("held_out_paths", "hard_share", "hard_n_terms", "hard_max_digits"),
+             "algo": ("dpop_lambda",)}
 
 
 def identity(d: dict) -> dict:

@@ -17,7 +17,9 @@ from . import chain_sum, countdown, math_problems
 from .base import SPLIT_SEED, Item, Task
 
 COMMON_KEYS = ("name", "train_items")  # task.* keys every task reads (train_items: the loop)
-RL_ONLY_KEYS = ("train_items",)  # read by the RL loop only: not part of the warm start's identity
+# read by the RL loop only (train_items) or only by the RL streams (chain_sum's hard share): not
+# part of the warm start's identity
+RL_ONLY_KEYS = ("train_items", *chain_sum.HARD_KEYS)
 
 TASKS = Registry("task.name", keys=(), check=None, held_out_sets=lambda cfg: (),
                  held_out_sets_from="")

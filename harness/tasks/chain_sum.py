@@ -5,6 +5,15 @@ reasoning-gym's own answer scoring.
 (`12+7-35+88=`) and the reference answer shows the running sums, a short chain of thought:
 `12+7=19,19-35=-16,-16+88=72.` For pretrained models the prompt is reasoning-gym's full question.
 
+*A hard share* (`task.hard_share`): that share of the training and in-dist items is drawn from a
+harder chain (`task.hard_n_terms` operands of up to `task.hard_max_digits` digits; 8 two-digit ones
+by default, whose chain of thought is longer than the default generation limit) that the warm start
+never sees. A model that cannot solve them has its ceiling near 1 - hard_share instead of at the
+bound 1 that a fully learnable task puts it (where the ScaleRL fit cannot bound A from above);
+real RL datasets mix problems beyond a model's reach in the same way (ScaleRL's A ~0.6). Which raw
+index is hard is fixed (a Weyl sequence: index j is hard iff frac(j / phi) < share, so every window
+of the stream holds the share), so the streams stay pure functions of (config, split, index).
+
 Splits are fixed and seeded. The *held-out* split is a shifted distribution declared in config:
 `first_two_ge_50` keeps exactly the items whose first two operands are both >= 50 and
 `first_ends_in_7` those whose first operand ends in 7 (7, 17, ..., 97); either way those items are excluded from training
@@ -25,6 +34,7 @@ base models know their held-out tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -33,7 +43,14 @@ from . import countdown
 from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item, compact_prompts, context_check, split_corpus
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
-KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup")
+KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup",
+        "hard_share", "hard_n_terms", "hard_max_digits")
+# read by the RL streams only (train, in_dist): the warm start never sees the hard share
+HARD_KEYS = ("hard_share", "hard_n_terms", "hard_max_digits")
+# the splits a hard share enters, and the offset of its item streams' seeds from their split's
+HARD_SPLITS = ("train", "in_dist")
+HARD_SEED_OFFSET = 500_000
+_WEYL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: raw index j is hard iff frac(j / phi) < share
 
 
 # held-out shifts that select items by their operands (excluded from every other split)
@@ -83,16 +100,29 @@ class ChainSumTask:
         # answer is read after the last '='); full prompts get ScaleRL's sentence
         self.interrupt_phrase = "=" if compact else SCALERL_INTERRUPT
 
-    def _dataset(self, split: str):
-        if split not in self._ds:
+    def _dataset(self, split: str, hard: bool = False):
+        key = (split, hard)
+        if key not in self._ds:
             shift = self.cfg.held_out if split == "held_out" else split
             terms = self.cfg.n_terms + (1 if shift == "more_terms" else 0)
+            digits, seed = self.cfg.max_digits, SPLIT_SEED[split]
+            if hard:
+                terms, digits = self.cfg.hard_n_terms, self.cfg.hard_max_digits
+                seed += HARD_SEED_OFFSET
             import reasoning_gym  # on first use: listing the tasks (config rules) stays light
-            self._ds[split] = reasoning_gym.create_dataset(
+            self._ds[key] = reasoning_gym.create_dataset(
                 "chain_sum", min_terms=terms, max_terms=terms, min_digits=self.cfg.min_digits,
-                max_digits=self.cfg.max_digits, allow_negation=False, seed=SPLIT_SEED[split],
-                size=10**9)
-        return self._ds[split]
+                max_digits=digits, allow_negation=False, seed=seed, size=10**9)
+        return self._ds[key]
+
+    def is_hard(self, split: str, j: int) -> bool:
+        """Raw index j of `split` is an item of the hard share (task.hard_share)."""
+        share = self.cfg.hard_share
+        return (share > 0 and split in HARD_SPLITS
+                and ((j * _WEYL) & 0xFFFFFFFFFFFFFFFF) < int(share * 2 ** 64))
+
+    def _entry(self, split: str, j: int) -> dict:
+        return self._dataset(split, self.is_hard(split, j))[j]
 
     def _accept(self, split: str, entry: dict) -> bool:
         """held_out (task.held_out) and each extra held-out set take the items of their shift
@@ -127,9 +157,9 @@ class ChainSumTask:
             out = [other.take(split, j // 2, 1)[0][0] if j % 2 else
                    self.item(self._dataset(split)[j // 2]) for j in range(cursor, cursor + n)]
             return out, cursor + n
-        ds, out = self._dataset(split), []
+        out = []
         while len(out) < n:
-            entry = ds[cursor]
+            entry = self._entry(split, cursor)
             cursor += 1
             if self._accept(split, entry):
                 out.append(self.item(entry))
@@ -153,7 +183,11 @@ class ChainSumTask:
         """Text the local tokenizer is trained on: prompts and references of every split, plus the
         task's whole alphabet (a 2-operand chain never shows the ',' that longer chains use); with
         another task's set, that task's alphabet and the prompts and references of its first items."""
-        texts = split_corpus(self, "0123456789+-=,.", n // 2)
+        # without the hard share: it has the same alphabet, and the warm start (whose key holds the
+        # tokenizer) stays the one the same task without it uses
+        plain = self if not self.cfg.hard_share else ChainSumTask(
+            dataclasses.replace(self.cfg, hard_share=0.0), self.compact, self.extra)
+        texts = split_corpus(plain, "0123456789+-=,.", n // 2)
         for name, other in self.other.items():
             texts += [other.alphabet] + [it.prompt + it.reference
                                          for it in other.take(name, 0, n // 8)[0]]
@@ -185,7 +219,9 @@ def max_prompt_chars(task_cfg, extra: tuple = ()) -> int:
     in characters (= tiny-model tokens)."""
     terms = task_cfg.n_terms + (1 if "more_terms" in (task_cfg.held_out, *extra) else 0)
     other = [OTHER_TASKS[name].prompt_chars(task_cfg) for name in extra if name in OTHER_TASKS]
-    return max([terms * (task_cfg.max_digits + 1) + 1, *other])
+    hard = ([task_cfg.hard_n_terms * (task_cfg.hard_max_digits + 1) + 1]
+            if task_cfg.hard_share > 0 else [])
+    return max([terms * (task_cfg.max_digits + 1) + 1, *other, *hard])
 
 
 def check(cfg) -> str | None:
@@ -194,6 +230,14 @@ def check(cfg) -> str | None:
     t = cfg.task
     if t.min_digits > t.max_digits:
         return f"task.min_digits = {t.min_digits}: must be <= task.max_digits ({t.max_digits})"
+    if t.hard_share == 0:
+        for key, default in (("hard_n_terms", 8), ("hard_max_digits", 2)):
+            if getattr(t, key) != default:
+                return (f"task.{key} = {getattr(t, key)}: no effect with task.hard_share = 0 (it "
+                        "shapes the hard share's items)")
+    elif t.min_digits > t.hard_max_digits:
+        return (f"task.hard_max_digits = {t.hard_max_digits}: must be >= task.min_digits "
+                f"({t.min_digits})")
     if t.held_out in SHIFTS and t.max_digits < 2:
         return (f"task.held_out = {t.held_out!r}: needs task.max_digits >= 2 (two-digit operands "
                 "must exist)")
