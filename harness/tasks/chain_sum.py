@@ -6,11 +6,11 @@ reasoning-gym's own answer scoring.
 `12+7=19,19-35=-16,-16+88=72.` For pretrained models the prompt is reasoning-gym's full question.
 
 *A hard share* (`task.hard_share`): that share of the training and in-dist items is drawn from a
-harder chain (`task.hard_n_terms` operands of up to `task.hard_max_digits` digits; 8 two-digit ones
-by default, whose chain of thought is longer than the default generation limit) that the warm start
-never sees. A model that cannot solve them has its ceiling near 1 - hard_share instead of at the
-bound 1 that a fully learnable task puts it (where the ScaleRL fit cannot bound A from above);
-real RL datasets mix problems beyond a model's reach in the same way (ScaleRL's A ~0.6). Which raw
+harder chain (`task.hard_n_terms` operands of up to `task.hard_max_digits` digits; by default 8
+operands of one or two digits, whose chain of thought mostly exceeds the default generation limit)
+that the warm start never sees. A model that cannot solve them has its ceiling near 1 - hard_share
+instead of at the bound 1 where a fully learnable task puts it (and where the ScaleRL fit cannot
+bound A from above); real RL datasets mix in problems beyond a model's reach in the same way. Which raw
 index is hard is fixed (a Weyl sequence: index j is hard iff frac(j / phi) < share, so every window
 of the stream holds the share), so the streams stay pure functions of (config, split, index).
 
