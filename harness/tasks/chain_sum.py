@@ -231,8 +231,9 @@ def check(cfg) -> str | None:
     if t.min_digits > t.max_digits:
         return f"task.min_digits = {t.min_digits}: must be <= task.max_digits ({t.max_digits})"
     if t.hard_share == 0:
-        for key, default in (("hard_n_terms", 8), ("hard_max_digits", 2)):
-            if getattr(t, key) != default:
+        defaults = type(t)()  # the task section's own defaults (no import of the config package)
+        for key in ("hard_n_terms", "hard_max_digits"):
+            if getattr(t, key) != getattr(defaults, key):
                 return (f"task.{key} = {getattr(t, key)}: no effect with task.hard_share = 0 (it "
                         "shapes the hard share's items)")
     elif t.min_digits > t.hard_max_digits:
