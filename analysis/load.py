@@ -69,6 +69,9 @@ class Results:
     root: str = ""
     train: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         columns=["sweep", "run_id", "step", *TRAIN_KEYS]))
+    #: algo deviations from the preset that every run shares ('minibatches=8'): a setting of the
+    #: study, like a spec's ``set:``, so they are left out of the ``algorithm`` labels
+    shared_settings: list[str] = field(default_factory=list)
 
 
 def flatten_config(cfg, prefix: str = "") -> dict:
@@ -271,9 +274,11 @@ def load_results(path: str | os.PathLike,
     runs = pd.DataFrame(run_rows)
     reserved = set(CORE_COLUMNS) | set(runs.columns) - {c for c in runs.columns if c.startswith("cfg::")}
     runs, cfg_cols = _split_config_names(runs, reserved | {"eval_set", "response_len"})
+    shared: list[str] = []
     if "algo.preset" in runs.columns and "algo.deviates_from_preset" in runs.columns \
             and "algorithm" not in runs.columns:
-        runs["algorithm"] = [algorithm_label(r) for _, r in runs.iterrows()]
+        shared = shared_deviations(runs)
+        runs["algorithm"] = [algorithm_label(r, drop=shared) for _, r in runs.iterrows()]
         cfg_cols.append("algorithm")
     evals = pd.DataFrame(eval_rows)
     if evals.empty:
@@ -292,19 +297,38 @@ def load_results(path: str | os.PathLike,
         k for row in train_rows for k in row if k not in ("sweep", "run_id", "step")))
     train = pd.DataFrame(train_rows, columns=["sweep", "run_id", "step", *keys])
     return Results(evals=evals.reset_index(drop=True), runs=runs, issues=issues,
-                   config_columns=cfg_cols, root=str(root), train=train)
+                   config_columns=cfg_cols, root=str(root), train=train,
+                   shared_settings=[f"algo.{d}" for d in shared])
 
 
-def algorithm_label(run: pd.Series | dict) -> str:
-    """A run's algorithm as the harness records it: the preset plus every algo key the config
-    set to another value ('grpo', 'grpo+clip_high=0.28'). One column, so a preset grid with a
-    few single-choice ablations groups as one variant axis instead of many sparse ones."""
-    preset = run.get("algo.preset")
+def _deviations(run: pd.Series | dict) -> list[str]:
     try:
         keys = json.loads(run.get("algo.deviates_from_preset") or "[]")
     except (TypeError, ValueError):
         keys = []
-    return str(preset) + "".join(f"+{k}={_short(run.get(f'algo.{k}'))}" for k in keys)
+    return [f"{k}={_short(run.get(f'algo.{k}'))}" for k in keys]
+
+
+def shared_deviations(runs: pd.DataFrame) -> list[str]:
+    """The 'key=value' deviations from the preset that every run shares, in the order the first
+    run lists them. They are the study's setting (an off-policy regime sets algo.minibatches = 8
+    for every arm, as a spec's ``set:`` does), not what tells its variants apart, so the labels
+    leave them out, like the planner's (:mod:`analysis.schedule`) do for ``set:`` keys; the
+    report names them once."""
+    if runs.empty:
+        return []
+    per_run = [_deviations(r) for _, r in runs.iterrows()]
+    common = set(per_run[0]).intersection(*map(set, per_run[1:]))
+    return [d for d in per_run[0] if d in common]
+
+
+def algorithm_label(run: pd.Series | dict, drop=()) -> str:
+    """A run's algorithm as the harness records it: the preset plus every algo key the config
+    set to another value ('grpo', 'grpo+clip_high=0.28'), less the deviations in ``drop`` (those
+    every run of the study shares: :func:`shared_deviations`). One column, so a preset grid with
+    a few single-choice ablations groups as one variant axis instead of many sparse ones."""
+    return str(run.get("algo.preset")) + "".join(f"+{d}" for d in _deviations(run)
+                                                  if d not in drop)
 
 
 def _short(value) -> str:

@@ -294,6 +294,9 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         f"{len(results.evals)} eval rows, eval sets: {', '.join(sets)}. "
         f"Variant axes: {', '.join(axes.variant) or '(none)'}; scale axis: {axes.scale or '(none)'}; "
         f"seed axis: {axes.seed or '(none)'}.")
+    if results.shared_settings:
+        r.p("Every run sets " + ", ".join(f"`{d}`" for d in results.shared_settings)
+            + " (the study's setting, left out of the variant labels).")
     for spec in _sweep_specs(Path(opt.results_dir)):
         r.p(f"Sweep `{spec.get('name', '?')}`: {spec.get('description') or '(no description)'}")
     r.p(f"Curve: R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (ScaleRL, arXiv 2510.13786), R0 fixed "

@@ -8,12 +8,14 @@ algorithms differ in-distribution but not held-out.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.claims import between_variants, paired, run_trend, t_interval, train_series
-from analysis.load import algorithm_label
+from analysis.load import algorithm_label, shared_deviations
 from analysis.report import AnalysisOptions, run_analysis
 from analysis.synth import CurveSpec, RunSpec, write_run
 
@@ -60,6 +62,23 @@ def test_algorithm_label_is_preset_plus_deviations():
     assert algorithm_label({"algo.preset": "grpo", "algo.deviates_from_preset":
                             '["clip_high", "kl"]', "algo.clip_high": 0.28,
                             "algo.kl": "k3"}) == "grpo+clip_high=0.28+kl=k3"
+
+
+def test_deviations_every_run_shares_are_the_study_setting_not_the_label():
+    def run(preset, **algo):
+        return {"algo.preset": preset, "algo.deviates_from_preset": json.dumps(sorted(algo)),
+                **{f"algo.{k}": v for k, v in algo.items()}}
+    study = pd.DataFrame([run("grpo", minibatches=8), run("dapo", minibatches=8),
+                          run("grpo", clip_high=0.28, minibatches=8)])
+    assert shared_deviations(study) == ["minibatches=8"]
+    assert [algorithm_label(r, drop=shared_deviations(study)) for _, r in study.iterrows()] == \
+        ["grpo", "dapo", "grpo+clip_high=0.28"]
+    # one arm at another value: minibatches tells the arms apart and stays in every label
+    mixed = pd.DataFrame([run("grpo", minibatches=8), run("rloo", minibatches=1)])
+    assert shared_deviations(mixed) == []
+    assert [algorithm_label(r) for _, r in mixed.iterrows()] == ["grpo+minibatches=8",
+                                                                "rloo+minibatches=1"]
+    assert shared_deviations(pd.DataFrame([run("grpo"), run("grpo", minibatches=8)])) == []
 
 
 def test_t_interval_and_paired_by_hand():
