@@ -311,23 +311,23 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
 # ------------------------------------------------------------------------------------------------
 # The report's section
 # ------------------------------------------------------------------------------------------------
-def plan_tables(opt, fits, effects, primary, specs) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan_tables(opt, fits, effects, primary, specs, schedule
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The planner's predictions for this study's own schedule and noise, and the spec's
-    pre-registered widths beside the achieved ones (analysis.plan)."""
+    pre-registered widths beside the achieved ones (analysis.plan). ``schedule``: the study's
+    groups as it ran them (:func:`analysis.schedule.schedule_from_results`: steps, eval interval,
+    seeds, eval items and samples per item), so the prediction simulates the design that ran."""
     planned = pd.DataFrame()
     for spec in specs:
         if spec.get("plan") and len(effects):
             planned = planned_vs_achieved(spec["plan"], effects)
-    if opt.plan <= 0:
+    if opt.plan <= 0 or not schedule:
         return pd.DataFrame(), planned
-    from analysis.schedule import Group
-    groups = [Group(g.variant, g.scale, int(max(r.steps.max() for r in g.curve.runs)),
-                    int(np.median(np.diff(np.r_[0, g.curve.runs[0].steps]))), g.curve.n_runs,
-                    int(g.curve.runs[0].r0_items.size) if g.curve.runs[0].r0_items is not None
-                    else 256)
-              for g in fits if g.level == "group" and g.eval_set == primary and g.curve.runs]
+    groups = list(schedule)
+    ref = [g for g in groups if g.variant == opt.reference]
+    k = (ref or groups)[0].k
     try:
-        pilot = noise_from_fits(fits, opt.reference, primary)
+        pilot = noise_from_fits(fits, opt.reference, primary, k=k)
     except ValueError:
         return pd.DataFrame(), planned
     table = predict(groups, pilot, opt.plan, opt.seed, opt.margin, opt.reference)

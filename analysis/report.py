@@ -213,7 +213,9 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                                 opt.calibrate, opt.seed, opt.margin, opt.reference)
         calibration.attrs["noise"] = noise
     from analysis.plan import plan_tables
-    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root))
+    from analysis.schedule import schedule_from_results as study_schedule
+    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root),
+                                      study_schedule(runs, results.evals, primary))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     halving = pd.DataFrame()

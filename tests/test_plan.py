@@ -170,6 +170,35 @@ def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_pa
     assert row["mde_A"] == pytest.approx(0.7143 * row["dA_width"], rel=1e-3)
 
 
+def test_the_reports_planner_simulates_the_design_that_ran(tmp_path):
+    """A study evaluated with one sample per item: the report's own prediction (beside the
+    achieved widths) must simulate k = 1 and measure the item spread the k = 1 way, as the runs
+    did (it assumed k = 4, and read a k = 1 study's raw 0/1 variance as item spread)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from analysis.groups import assign_groups
+    from analysis.schedule import schedule_from_results
+    _pilot(tmp_path, seeds=(0, 1, 2), n_items=512, k=1)
+    rng = np.random.default_rng(8)
+    for seed in (0, 1, 2):
+        write_run(tmp_path / f"dapo-tiny-1m-s{seed}",
+                  RunSpec(config=make_config("dapo", "tiny-1m", seed),
+                          curves={"in_dist": CurveSpec(0.55 + rng.normal(0, 0.01), 1.5, 30e12,
+                                                       0.25)},
+                          steps=200, eval_every=10, n_items=512, k=1, seed=200 + seed))
+    results = load_results(tmp_path)
+    axes = detect_axes(results)
+    fits = fit_all(results, axes, window=FitWindow(), n_boot=50, per_run=True)
+    schedule = schedule_from_results(assign_groups(results, axes), results.evals)
+    assert {(g.n_items, g.k) for g in schedule} == {(512, 1)}
+    opt = SimpleNamespace(plan=4, seed=0, margin=0.05, reference="grpo")
+    table, _ = plan.plan_tables(opt, fits, pd.DataFrame(), "in_dist", [], schedule)
+    assert list(table["variant"]) == ["dapo"] and list(table["eval"]) == ["512x1"]
+    assert any("k = 1" in n for n in table.attrs["notes"])
+
+
 def test_write_plan_keeps_the_spec_loadable_and_replaces_its_block(tmp_path):
     spec = tmp_path / "demo.yaml"
     text = (ROOT / "sweeps" / "demo-quick.yaml").read_text()
