@@ -60,6 +60,11 @@ class NoiseModel:
     seed_sd_A: float = 0.01  # seed-to-seed sd of the ceiling (ScaleRL: +-0.015 over 3 runs)
     seed_sd_logB: float = 0.1  # seed-to-seed sd of log B
     item_spread: float = 0.15  # sd of item starts / ceilings around R0 / A
+    # training noise correlated within a run (a run that rises, dips and recovers): an AR(1)
+    # shift of the whole run's pass rate, sd ``wobble_sd``, correlation ``wobble_rho_step`` per
+    # train step; 0 = the curve plus eval noise only (analysis.plan.wobble_from_runs measures it)
+    wobble_sd: float = 0.0
+    wobble_rho_step: float = 0.0
     effect_A: float = 0.05  # alternative truth "moved A": dA (2.5 x the 0.02 margin)
     effect_B: float = 1.5  # alternative truth "only B": B ratio
     # claims 1 and 2 (per-step training series)
@@ -104,12 +109,26 @@ class Simulator:
             a_s = np.clip(a_i + shift, r0_i, 1.0)
             b_s = B * np.exp(rng.normal(0, nz.seed_sd_logB))
             frac = _sigmoid_frac(steps, b_s, c_mid)
-            p = np.clip(r0_i[None, :] + (a_s - r0_i)[None, :] * frac[:, None], 0, 1)
+            p = r0_i[None, :] + (a_s - r0_i)[None, :] * frac[:, None]
+            if nz.wobble_sd > 0:
+                p = p + self.wobble(steps.size, g.every)[:, None]
+            p = np.clip(p, 0, 1)
             correct = rng.binomial(self.k, p) / self.k
             runs.append(RunCurve(f"{label}-s{s}", steps, steps.astype(float),
                                  correct.mean(1), correct.std(1, ddof=1) / np.sqrt(self.n_items),
                                  r0_obs[0], r0_obs[1]))
         return CurveData(label, runs)
+
+    def wobble(self, n: int, every: int) -> np.ndarray:
+        """A stationary AR(1) series at ``n`` evals ``every`` steps apart: sd ``wobble_sd``,
+        correlation ``wobble_rho_step ** every`` between neighbouring evals."""
+        nz = self.noise
+        rho = float(np.clip(nz.wobble_rho_step, 0.0, 0.999)) ** every
+        w = np.empty(n)
+        w[0] = self.rng.normal(0, nz.wobble_sd)
+        for t in range(1, n):
+            w[t] = rho * w[t - 1] + np.sqrt(1 - rho ** 2) * self.rng.normal(0, nz.wobble_sd)
+        return w
 
     def r0(self, r0_i):
         correct = self.rng.binomial(self.k, r0_i) / self.k

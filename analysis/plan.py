@@ -98,6 +98,13 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
     else:
         notes.append(f"fewer than 2 converged per-run fits: seed sd of A {base.seed_sd_A} and of "
                      f"log B {base.seed_sd_logB} assumed (NoiseModel defaults)")
+    every = int(np.median(np.diff(np.r_[0, g.curve.runs[0].steps]))) if g.curve.runs else 1
+    sd, rho, n = wobble_from_runs([(x.curve.runs[0], x.fit) for x in runs], every)
+    if n:
+        kw["wobble_sd"], kw["wobble_rho_step"] = sd, rho
+        notes.append(f"within-run wobble sd {sd:.4f} beyond the eval noise, lag-1 correlation "
+                     f"{rho ** every:.2f} per eval ({every} steps), from the residuals of {n} "
+                     "per-run fits")
     items = [r.r0_items for r in g.curve.runs if r.r0_items is not None]
     if items and k > 1:
         x = np.asarray(items[0], float)
@@ -112,6 +119,40 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
                          "between evals (k = 1: one sample per item and eval)")
     noise = replace(base, **kw)
     return PilotNoise(noise, tuple(notes), mid_steps)
+
+
+def wobble_from_runs(pairs, every: int) -> tuple[float, float, int]:
+    """Training noise correlated within a run, from ``(RunCurve, FitResult)`` pairs of per-run
+    fits: (sd, correlation per train step, runs used).
+
+    A run's residuals from its own fitted curve hold the eval noise (its ``stderr`` per point,
+    independent between evals) plus whatever the run itself does around the curve: off-policy
+    runs rise, dip and recover over tens of steps, which the curve cannot follow and which a
+    simulation of the curve plus eval noise leaves out (session 13: two of five pilot runs failed
+    the lack-of-fit test, and the planner's predicted widths were 6-17x too narrow). The excess
+    variance ``mean(resid^2) - mean(stderr^2)`` (pooled over runs, floored at 0) gives the sd; the
+    pooled lag-1 autocorrelation of the residuals, taken as the wobble's share of it, gives the
+    correlation between neighbouring evals, converted to one train step (``every`` steps apart).
+    Runs whose fit refused, or with fewer than 4 points, are skipped."""
+    excess, lag, total, used, points = [], 0.0, 0.0, 0, 0
+    for curve, fit in pairs:
+        if fit is None or curve.y.size < 4:
+            continue
+        resid = np.asarray(curve.y, float) - fit.predict(np.asarray(curve.compute, float))
+        if not np.all(np.isfinite(resid)):
+            continue
+        excess.append(float(np.mean(resid ** 2) - np.mean(np.asarray(curve.stderr, float) ** 2)))
+        lag += float(np.sum(resid[1:] * resid[:-1]))
+        total += float(np.sum(resid ** 2))
+        used, points = used + 1, points + resid.size
+    if not used:
+        return 0.0, 0.0, 0
+    var_w = max(float(np.mean(excess)), 0.0)
+    if var_w == 0.0 or total <= 0:
+        return 0.0, 0.0, used
+    share = var_w / (total / points)  # the wobble's part of the residual variance
+    rho_eval = float(np.clip(lag / total / min(share, 1.0), 0.0, 0.99))
+    return float(np.sqrt(var_w)), rho_eval ** (1.0 / max(every, 1)), used
 
 
 def item_spread_across_evals(runs) -> float:
@@ -288,7 +329,9 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
         "noise": {"R0": round(nz.R0, 4), "A": round(nz.A, 4), "B": round(nz.B, 4),
                   "C_mid_steps": round(pilot.mid_steps, 1), "seed_sd_A": round(nz.seed_sd_A, 4),
                   "seed_sd_logB": round(nz.seed_sd_logB, 4),
-                  "item_spread": round(nz.item_spread, 4)},
+                  "item_spread": round(nz.item_spread, 4),
+                  "wobble_sd": round(nz.wobble_sd, 4),
+                  "wobble_rho_step": round(nz.wobble_rho_step, 4)},
         "comparisons": comps}}
     text = yaml.safe_dump(block, sort_keys=False, width=100)
     path = Path(spec_path)

@@ -199,6 +199,42 @@ def test_the_reports_planner_simulates_the_design_that_ran(tmp_path):
     assert any("k = 1" in n for n in table.attrs["notes"])
 
 
+@pytest.mark.parametrize("sd, rho_eval", [(0.0, 0.0), (0.03, 0.0), (0.03, 0.6)])
+def test_wobble_is_measured_from_per_run_residuals(sd, rho_eval):
+    """Runs simulated with a known AR(1) wobble around the curve (plus binomial eval noise):
+    the per-run fits' residuals give back its sd and its correlation between evals."""
+    from analysis.calibrate import NoiseModel, Simulator
+    every = 10
+    noise = NoiseModel(R0=0.4, A=0.75, B=1.2, item_spread=0.2, seed_sd_A=0.0, seed_sd_logB=0.0,
+                       wobble_sd=sd, wobble_rho_step=rho_eval ** (1 / every))
+    sim = Simulator(noise, 2048, 1, np.random.default_rng(3))
+    pairs = []
+    for _ in range(8):
+        r0_i, a_i = sim.items(noise.A, noise.R0)
+        curve = sim.group("g", Group("grpo", "s", 400, every, 1), r0_i, a_i, sim.r0(r0_i),
+                          noise.B, 60.0)
+        pairs.append((curve.runs[0], fit_curve_data(curve)))
+    got_sd, got_rho_step, n = plan.wobble_from_runs(pairs, every)
+    assert n == 8
+    assert got_sd == pytest.approx(sd, abs=0.008)
+    if sd:
+        assert got_rho_step ** every == pytest.approx(rho_eval, abs=0.2)
+
+
+def test_wobble_lowers_the_predicted_identification():
+    """The same design with and without the measured wobble: the planner must predict fewer
+    identified fits and wider intervals when runs wobble (session 13's study, which the
+    wobble-free plan over-promised)."""
+    from analysis.calibrate import NoiseModel
+    ref, var = Group("grpo", "s", 300, 20, 3, 2048, 1), Group("v", "s", 300, 20, 3, 2048, 1)
+    base = NoiseModel(R0=0.39, A=0.74, B=1.2, item_spread=0.27, seed_sd_A=0.013,
+                      seed_sd_logB=0.23)
+    calm = plan.simulate_widths(ref, var, base, 15.0, n_sweeps=20, n_boot=100)
+    rough = plan.simulate_widths(ref, var, NoiseModel(**{**base.__dict__, "wobble_sd": 0.03}),
+                                 15.0, n_sweeps=20, n_boot=100)
+    assert rough["identified_rate"] < calm["identified_rate"] - 0.2, (calm, rough)
+
+
 def test_write_plan_keeps_the_spec_loadable_and_replaces_its_block(tmp_path):
     spec = tmp_path / "demo.yaml"
     text = (ROOT / "sweeps" / "demo-quick.yaml").read_text()
