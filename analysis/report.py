@@ -203,19 +203,19 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits_df = fits_table(fits)
     effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
+    from analysis.schedule import schedule_from_results
+    schedule = schedule_from_results(runs, results.evals, primary)  # the design as it ran
     calibration = pd.DataFrame()
     if opt.calibrate > 0:
         say(f"calibrating the verdicts ({opt.calibrate} simulated sweeps per cell)")
-        from analysis.calibrate import NoiseModel, calibrate, schedule_from_results
+        from analysis.calibrate import NoiseModel, calibrate
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
         noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
-        calibration = calibrate(schedule_from_results(runs, results.evals, primary), noise,
-                                opt.calibrate, opt.seed, opt.margin, opt.reference)
+        calibration = calibrate(schedule, noise, opt.calibrate, opt.seed, opt.margin,
+                                opt.reference)
         calibration.attrs["noise"] = noise
     from analysis.plan import plan_tables
-    from analysis.schedule import schedule_from_results as study_schedule
-    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root),
-                                      study_schedule(runs, results.evals, primary))
+    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule)
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     halving = pd.DataFrame()
