@@ -452,9 +452,12 @@ TRUTHS = {
 def describe(noise: NoiseModel, margin: float) -> str:
     """One paragraph of the truths and noise behind a calibration table."""
     return (f"Simulated with R0 {noise.R0:.3f}, A {noise.A}, B {noise.B}, C_mid at "
-            f"{noise.mid_frac:g} x the reference's steps; seed sd of A {noise.seed_sd_A}, of log B "
-            f"{noise.seed_sd_logB}; binomial item noise (item spread {noise.item_spread}). "
-            f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "
+            f"{noise.mid_frac:g} x the reference's steps; seed sd of A {noise.seed_sd_A:.4g}, "
+            f"of log B {noise.seed_sd_logB:.4g}; binomial item noise (item spread {noise.item_spread:.4g}); "
+            + (f"within-run wobble sd {noise.wobble_sd:.4f} (AR(1), correlation "
+               f"{noise.wobble_rho_step:.3f} per step). " if noise.wobble_sd > 0
+               else "no within-run wobble. ")
+            + f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "
             f"dA = {margin} (equivalence margins +-{margin} on A, x{B_MARGIN} on B); claim 1: "
             f"GRPO grows {noise.len_growth} tokens, Dr. GRPO 0 (null: both grow); claim 2: "
             f"entropy +{noise.entropy_effect}; claim 4: spreads {noise.spread}/{noise.spread} "

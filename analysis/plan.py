@@ -354,12 +354,40 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
 # ------------------------------------------------------------------------------------------------
 # The report's section
 # ------------------------------------------------------------------------------------------------
-def plan_tables(opt, fits, effects, primary, specs, schedule
+# the parts of a NoiseModel that are noise (not the simulated truth): what a study's own reference
+# runs measure and its calibration simulates
+MEASURED_NOISE = ("seed_sd_A", "seed_sd_logB", "item_spread", "wobble_sd", "wobble_rho_step")
+
+
+def study_noise(fits, reference: str, primary: str, schedule) -> PilotNoise | None:
+    """The noise a study's own reference runs measure (:func:`noise_from_fits` with the
+    schedule's samples per item), or None where the study has no fitted reference."""
+    groups = list(schedule or ())
+    if not groups:
+        return None
+    ref = [g for g in groups if g.variant == reference]
+    try:
+        return noise_from_fits(fits, reference, primary, k=(ref or groups)[0].k)
+    except ValueError:
+        return None
+
+
+def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None) -> NoiseModel:
+    """``base`` (the simulated truth) with the noise ``pilot`` measured: seed sd of A and log B,
+    item spread, within-run wobble (:data:`MEASURED_NOISE`). ``base`` itself without a pilot."""
+    if pilot is None:
+        return base
+    return replace(base, **{f: getattr(pilot.noise, f) for f in MEASURED_NOISE})
+
+
+def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The planner's predictions for this study's own schedule and noise, and the spec's
     pre-registered widths beside the achieved ones (analysis.plan). ``schedule``: the study's
     groups as it ran them (:func:`analysis.schedule.schedule_from_results`: steps, eval interval,
-    seeds, eval items and samples per item), so the prediction simulates the design that ran."""
+    seeds, eval items and samples per item), so the prediction simulates the design that ran;
+    ``pilot``: the noise its reference runs measured (:func:`study_noise`; measured here when
+    not given)."""
     planned = pd.DataFrame()
     for spec in specs:
         if spec.get("plan") and len(effects):
@@ -367,11 +395,8 @@ def plan_tables(opt, fits, effects, primary, specs, schedule
     if opt.plan <= 0 or not schedule:
         return pd.DataFrame(), planned
     groups = list(schedule)
-    ref = [g for g in groups if g.variant == opt.reference]
-    k = (ref or groups)[0].k
-    try:
-        pilot = noise_from_fits(fits, opt.reference, primary, k=k)
-    except ValueError:
+    pilot = pilot or study_noise(fits, opt.reference, primary, schedule)
+    if pilot is None:
         return pd.DataFrame(), planned
     table = predict(groups, pilot, opt.plan, opt.seed, opt.margin, opt.reference)
     if len(effects) and len(table):

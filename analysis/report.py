@@ -205,17 +205,21 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     from analysis.schedule import schedule_from_results
     schedule = schedule_from_results(runs, results.evals, primary)  # the design as it ran
+    from analysis.plan import plan_tables, study_noise, with_measured_noise
+    measured = study_noise(fits, opt.reference, primary, schedule)  # this study's own noise
     calibration = pd.DataFrame()
     if opt.calibrate > 0:
         say(f"calibrating the verdicts ({opt.calibrate} simulated sweeps per cell)")
         from analysis.calibrate import NoiseModel, calibrate
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
-        noise = NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9 else NoiseModel()
+        noise = with_measured_noise(NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9
+                                    else NoiseModel(), measured)
         calibration = calibrate(schedule, noise, opt.calibrate, opt.seed, opt.margin,
                                 opt.reference)
         calibration.attrs["noise"] = noise
-    from analysis.plan import plan_tables
-    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule)
+        calibration.attrs["measured"] = measured is not None
+    plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
+                                      measured)
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     halving = pd.DataFrame()
@@ -437,6 +441,10 @@ def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
         "functions as this report. *false positive*: how often the verdict is given when its "
         "truth does not hold (the worst truth tried); *power*: how often it is given when it "
         "does. 95% Clopper-Pearson intervals. "
+        + ("The noise (seed sd of A and log B, item spread, within-run wobble) is the one this "
+           "study's reference runs measured (as the planner below reads it); the truths are "
+           "the defaults. " if cal.attrs.get("measured") else
+           "No fitted reference: the default noise. ")
         + describe(cal.attrs.get("noise"), opt.margin) + f" {len(fp) - len(bad)} of {len(fp)} "
         "false-positive rates are <= 5% within their interval"
         + (f"; above: {', '.join(bad['verdict'])}." if len(bad) else "."))

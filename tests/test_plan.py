@@ -279,3 +279,37 @@ def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
     missing = subprocess.run(cmd[:5] + ["--pilot", str(tmp_path / "nope")], capture_output=True,
                              text=True, cwd=ROOT)
     assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path):
+    """The report's calibration table simulates the noise this study's own reference runs
+    measured (seed sd of A and log B, item spread, within-run wobble: the planner's reading),
+    not the defaults: the seeds here scatter A with sd 0.05, five times the default 0.01."""
+    from analysis.calibrate import NoiseModel
+    from analysis.cli import main
+    from analysis.groups import assign_groups
+    from analysis.schedule import schedule_from_results
+    _pilot(tmp_path, seeds=(0, 1, 2, 3), a_sd=0.06)
+    for seed in (0, 1, 2, 3):
+        write_run(tmp_path / f"dapo-tiny-1m-s{seed}",
+                  RunSpec(config=make_config("dapo", "tiny-1m", seed),
+                          curves={"in_dist": CurveSpec(0.6, 1.5, 30e12, 0.25)},
+                          steps=200, eval_every=10, n_items=256, k=4, seed=200 + seed))
+    results = load_results(tmp_path)
+    axes = detect_axes(results)
+    fits = fit_all(results, axes, window=FitWindow(), n_boot=50, per_run=True)
+    schedule = schedule_from_results(assign_groups(results, axes), results.evals)
+    measured = plan.study_noise(fits, "grpo", "in_dist", schedule)
+    assert measured is not None and measured.noise.seed_sd_A > 0.02
+    base = NoiseModel(R0=0.3)
+    mixed = plan.with_measured_noise(base, measured)
+    assert mixed.R0 == 0.3 and mixed.A == base.A  # the truths stay
+    assert {f: getattr(mixed, f) for f in plan.MEASURED_NOISE} == {
+        f: getattr(measured.noise, f) for f in plan.MEASURED_NOISE}
+    assert plan.with_measured_noise(base, None) is base
+    out = tmp_path.parent / (tmp_path.name + "-report")
+    assert main([str(tmp_path), "--out", str(out), "--bootstrap", "50", "--calibrate", "5",
+                 "--plan", "0"]) == 0
+    text = (out / "report.md").read_text()
+    assert "the one this study's reference runs measured" in text
+    assert f"seed sd of A {measured.noise.seed_sd_A:.4g}," in text
