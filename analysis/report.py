@@ -218,6 +218,9 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                                 opt.reference)
         calibration.attrs["noise"] = noise
         calibration.attrs["measured"] = measured is not None
+        from analysis.calibrate import attach_claim_false_positive, attach_false_positive
+        effects = attach_false_positive(effects, calibration)
+        claims = attach_claim_false_positive(claims, calibration)
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
                                       measured)
     from analysis.paradigms import oxrl_tables
@@ -413,7 +416,10 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         "whole 95% interval inside the margin); otherwise *not resolved* (the runs "
         "cannot tell), and always when either fit is not identified (see the leaderboard notes: "
         "A is then an extrapolation and its bootstrap interval is not one). "
-        f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}.")
+        f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}."
+        + (" `fp_rate` (95% upper bound `fp_hi`): how often this verdict is given, at this "
+           "comparison's schedule and this study's noise, when its truth does not hold (the "
+           "calibration section)." if "fp_rate" in effects else ""))
     r.table(effects)
 
 
@@ -424,7 +430,10 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         "does not reproduce / not resolved (the intervals cannot tell) / not tested (the runs "
         "it needs are missing).")
     for rec in claims.to_dict("records"):
-        r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**. {rec['evidence']}")
+        fp = rec.get("fp_rate", np.nan)
+        r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"
+            + (f" (simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%})"
+               if fp == fp else "") + f". {rec['evidence']}")
 
 
 def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:

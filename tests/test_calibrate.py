@@ -128,3 +128,32 @@ def test_cli_prints_the_table(tmp_path, capsys):
     table = pd.read_csv(tmp_path / "c.csv")
     assert set(table["kind"]) == {"false positive", "power"} and (table["n_sweeps"] == 20).all()
     assert calibrate_main([str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_each_verdict_carries_its_own_false_positive_rate():
+    """The report's effects and claims tables get the simulated false-positive rate of the
+    verdict each row gives, at that comparison's own schedule (issue 16: "every verdict type
+    used carries its simulated false-positive rate")."""
+    import pandas as pd
+
+    from analysis.calibrate import attach_claim_false_positive, attach_false_positive
+    table = pd.DataFrame([
+        # verdict, setting, kind, truth, n, rate, lo, hi
+        ("moved A", "S1", "false positive", "null", 100, 0.03, 0.006, 0.085),
+        ("moved A", "S1", "power", "A", 100, 0.60, 0.50, 0.70),
+        ("no effect on A", "S1", "false positive", "edge", 100, 0.01, 0.0, 0.054),
+        ("moved A", "S2", "false positive", "B", 100, 0.07, 0.03, 0.14),
+        ("claim 1 does not reproduce", "C1", "false positive", "alt", 100, 0.02, 0.0, 0.07),
+    ], columns=["verdict", "setting", "kind", "truth", "n_sweeps", "rate", "lo", "hi"])
+    table.attrs["members"] = {"S1": ["dapo @ s", "cispo @ s"], "S2": ["gspo @ s"]}
+    effects = pd.DataFrame({"variant": ["dapo", "cispo", "gspo", "dr_grpo"],
+                            "scale": ["s"] * 4,
+                            "verdict": ["moved A and B", "no effect on A", "moved A", "not resolved"]})
+    got = attach_false_positive(effects, table)
+    assert list(got["fp_rate"].iloc[:3]) == [0.03, 0.01, 0.07]
+    assert list(got["fp_hi"].iloc[:3]) == [0.085, 0.054, 0.14]
+    assert np.isnan(got["fp_rate"].iloc[3])  # "not resolved" asserts nothing
+    claims = pd.DataFrame({"claim": [1, 2], "verdict": ["does not reproduce", "not resolved"]})
+    got = attach_claim_false_positive(claims, table)
+    assert got["fp_rate"].iloc[0] == 0.02 and got["fp_hi"].iloc[0] == 0.07
+    assert np.isnan(got["fp_rate"].iloc[1])

@@ -137,3 +137,11 @@ def test_the_report_carries_the_calibration_table(analysed):
     cal = pd.read_csv(analysed / "calibration.csv")
     assert {"moved A", "only B", "no effect", "claim 4 reproduces"} <= set(cal["verdict"])
     assert (cal["n_sweeps"] == 30).all()
+
+
+def test_the_effects_table_carries_each_verdicts_false_positive_rate(analysed):
+    eff = pd.read_csv(analysed / "effects.csv")
+    asserting = eff["verdict"].str.startswith(("moved A", "only B", "no effect"))
+    assert asserting.any()
+    assert eff.loc[asserting, "fp_rate"].notna().all() and eff.loc[asserting, "fp_hi"].le(1).all()
+    assert eff.loc[~asserting, "fp_rate"].isna().all()
