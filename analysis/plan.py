@@ -47,6 +47,7 @@ class PilotNoise:
     notes: tuple[str, ...]
     mid_steps: float  # the reference curve's C_mid in steps
     by_scale: tuple = ()  # ((scale, PilotNoise), ...): the noise measured at each pilot scale
+    identified: bool = False  # the reference's pooled fit is identified (its A, B, C_mid mean something)
 
     def for_scale(self, scale: str) -> "PilotNoise":
         """The noise measured at ``scale`` when the pilot ran the reference there, else the
@@ -118,7 +119,7 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
             notes.append(f"item spread {spread:.3f} from the covariance of each item's outcome "
                          "between evals (k = 1: one sample per item and eval)")
     noise = replace(base, **kw)
-    return PilotNoise(noise, tuple(notes), mid_steps)
+    return PilotNoise(noise, tuple(notes), mid_steps, identified=bool(f.identified))
 
 
 def wobble_from_runs(pairs, every: int) -> tuple[float, float, int]:
@@ -372,12 +373,18 @@ def study_noise(fits, reference: str, primary: str, schedule) -> PilotNoise | No
         return None
 
 
-def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None) -> NoiseModel:
+def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None,
+                        ref_steps: int | None = None) -> NoiseModel:
     """``base`` (the simulated truth) with the noise ``pilot`` measured: seed sd of A and log B,
-    item spread, within-run wobble (:data:`MEASURED_NOISE`). ``base`` itself without a pilot."""
+    item spread, within-run wobble (:data:`MEASURED_NOISE`). With ``ref_steps`` (the reference
+    group's steps) and an identified reference fit, the null truth becomes the measured curve
+    too: A, B and C_mid (as a fraction of ``ref_steps``). ``base`` itself without a pilot."""
     if pilot is None:
         return base
-    return replace(base, **{f: getattr(pilot.noise, f) for f in MEASURED_NOISE})
+    out = replace(base, **{f: getattr(pilot.noise, f) for f in MEASURED_NOISE})
+    if ref_steps and pilot.identified and np.isfinite(pilot.mid_steps) and pilot.mid_steps > 0:
+        out = replace(out, A=pilot.noise.A, B=pilot.noise.B, mid_frac=pilot.mid_steps / ref_steps)
+    return out
 
 
 def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None

@@ -212,12 +212,13 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         say(f"calibrating the verdicts ({opt.calibrate} simulated sweeps per cell)")
         from analysis.calibrate import NoiseModel, calibrate
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
+        ref_steps = max((g.steps for g in schedule if g.variant == opt.reference), default=None)
         noise = with_measured_noise(NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9
-                                    else NoiseModel(), measured)
+                                    else NoiseModel(), measured, ref_steps)
         calibration = calibrate(schedule, noise, opt.calibrate, opt.seed, opt.margin,
                                 opt.reference)
         calibration.attrs["noise"] = noise
-        calibration.attrs["measured"] = measured is not None
+        calibration.attrs["measured"] = (measured is not None, bool(measured and measured.identified))
         from analysis.calibrate import attach_claim_false_positive, attach_false_positive
         effects = attach_false_positive(effects, calibration)
         claims = attach_claim_false_positive(claims, calibration)
@@ -436,6 +437,18 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
                if fp == fp else "") + f". {rec['evidence']}")
 
 
+def _calibration_source(measured: tuple[bool, bool]) -> str:
+    """Which noise and truth the calibration simulated (``measured``: (noise measured, the
+    reference's curve identified))."""
+    if not measured[0]:
+        return "No fitted reference: the default noise and truths. "
+    return ("The noise (seed sd of A and log B, item spread, within-run wobble) is the one this "
+            "study's reference runs measured (as the planner below reads it); "
+            + ("the null truth is the reference's own identified curve (A, B, C_mid). "
+               if measured[1] else "the truths are the defaults (the reference's fit is not "
+               "identified). "))
+
+
 def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
     r.h("How far each verdict can be trusted (calibration by simulation)")
     if cal is None or cal.empty:
@@ -450,10 +463,7 @@ def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
         "functions as this report. *false positive*: how often the verdict is given when its "
         "truth does not hold (the worst truth tried); *power*: how often it is given when it "
         "does. 95% Clopper-Pearson intervals. "
-        + ("The noise (seed sd of A and log B, item spread, within-run wobble) is the one this "
-           "study's reference runs measured (as the planner below reads it); the truths are "
-           "the defaults. " if cal.attrs.get("measured") else
-           "No fitted reference: the default noise. ")
+        + _calibration_source(cal.attrs.get("measured", (False, False)))
         + describe(cal.attrs.get("noise"), opt.margin) + f" {len(fp) - len(bad)} of {len(fp)} "
         "false-positive rates are <= 5% within their interval"
         + (f"; above: {', '.join(bad['verdict'])}." if len(bad) else "."))

@@ -307,9 +307,16 @@ def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path
     assert {f: getattr(mixed, f) for f in plan.MEASURED_NOISE} == {
         f: getattr(measured.noise, f) for f in plan.MEASURED_NOISE}
     assert plan.with_measured_noise(base, None) is base
+    # with the reference's steps and an identified reference fit, the null truth is its curve
+    assert measured.identified
+    curve = plan.with_measured_noise(base, measured, ref_steps=200)
+    assert (curve.A, curve.B) == (measured.noise.A, measured.noise.B)
+    assert curve.mid_frac == pytest.approx(measured.mid_steps / 200)
+    assert curve.R0 == 0.3
     out = tmp_path.parent / (tmp_path.name + "-report")
     assert main([str(tmp_path), "--out", str(out), "--bootstrap", "50", "--calibrate", "5",
                  "--plan", "0"]) == 0
     text = (out / "report.md").read_text()
     assert "the one this study's reference runs measured" in text
+    assert "the null truth is the reference's own identified curve" in text
     assert f"seed sd of A {measured.noise.seed_sd_A:.4g}," in text
