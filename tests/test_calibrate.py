@@ -157,3 +157,19 @@ def test_each_verdict_carries_its_own_false_positive_rate():
     got = attach_claim_false_positive(claims, table)
     assert got["fp_rate"].iloc[0] == 0.02 and got["fp_hi"].iloc[0] == 0.07
     assert np.isnan(got["fp_rate"].iloc[1])
+
+
+def test_a_simulated_effect_on_A_moves_the_mean_ceiling_by_exactly_dA():
+    """Near the top many item ceilings sit at 1 and cannot move: a plain shift of 0.05 moves the
+    mean ceiling (what the fit's A estimates) by less, and the truth "dA = 0.05" of the
+    calibration was really one inside the +-0.05 margin (session 14: "no effect on A" read 27%
+    false positives at A 0.79). The shift is solved so that the mean moves by dA."""
+    from analysis.calibrate import Simulator, ceiling_shift
+    sim = Simulator(NoiseModel(item_spread=0.27), 2048, 1, np.random.default_rng(0))
+    r0_i, a_i = sim.items(0.79, 0.40)
+    plain = float(np.mean(np.clip(a_i + 0.05, r0_i, 1.0)) - np.mean(a_i))
+    assert plain < 0.04  # the bug: a shift of 0.05 moves A by much less
+    for dA in (0.05, 0.02, -0.05):
+        x = ceiling_shift(a_i, r0_i, dA)
+        assert float(np.mean(np.clip(a_i + x, r0_i, 1.0)) - np.mean(a_i)) == pytest.approx(dA, abs=1e-6)
+    assert ceiling_shift(a_i, r0_i, 0.9) == 1.0  # beyond reach: the largest move
