@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-vllm test-quick test-faults demo demo-quick bench lint clean-results help
+.PHONY: setup test test-vllm test-quick test-faults demo demo-presets demo-quick bench lint clean-results help
 
 help:
-	@echo "make demo        set up, then run the CPU mini-study (sweeps/demo.yaml: every preset x 2 tiny scales x 2 seeds + a long tier; ~23 min idle on 2 cores) and its report"
+	@echo "make demo        set up, then run the pre-registered CPU mini-study (sweeps/study-m4.yaml: 7 arms x 4 seeds x 400 steps; ~63 min on 2 cores) and its report"
+	@echo "make demo-presets the earlier mini-study (sweeps/demo.yaml: every preset x 2 tiny scales x 2 seeds + a long tier; ~23 min; resolves no design choice)"
 	@echo "make demo-quick  a first look: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml; < 5 min)"
 	@echo "make test        set up, then run the test suite (the fault-injection suite and the vLLM CPU tests included)"
 	@echo "make test-vllm   the vLLM engine on vLLM's CPU build (creates .venv-vllm), and the model tests under its transformers"
@@ -70,13 +71,24 @@ test-quick: setup
 test-faults: setup
 	@$(SLURM_UP); $(PY) -m pytest -q -m faults $(PYTEST_ARGS) tests
 
-# The mini-study: every preset x 2 scales x 2 seeds + 2 ablations (sweeps/demo.yaml), then the
-# analysis. Re-running resumes: finished runs are skipped, the report is rewritten.
+# The mini-study, pre-registered (sweeps/study-m4.yaml: its plan and the analysis options are in
+# its header): GRPO, Dr. GRPO, DAPO, CISPO, GSPO, GRPO + clip-higher, GRPO + zero-variance filter,
+# 4 seeds x 400 steps, then the analysis with the margin 0.05 the plan used and successive halving
+# replayed at steps 100 and 200. Re-running resumes: finished runs are skipped, the report is
+# rewritten. Reference copy: results/reference/study-m4/.
 demo: setup
+	@start=$$(date +%s); \
+	$(VENV)/bin/rlablate sweep sweeps/study-m4.yaml --progress && \
+	$(VENV)/bin/rlablate analyze results/study-m4 --out results/study-m4 --margin 0.05 --halving-replay 100,200 && \
+	echo "make demo: $$(( $$(date +%s) - start )) s wall; report: results/study-m4/report.md (and report.html, PNGs); runs: results/study-m4/ (tensorboard --logdir results/study-m4)"
+
+# The earlier mini-study: every preset x 2 scales x 2 seeds + 2 ablations (sweeps/demo.yaml), then
+# the analysis (~23 min; no fit identified, no design choice resolved: results/reference/demo/).
+demo-presets: setup
 	@start=$$(date +%s); \
 	$(VENV)/bin/rlablate sweep sweeps/demo.yaml --progress && \
 	$(VENV)/bin/rlablate analyze results/demo --out results/demo && \
-	echo "make demo: $$(( $$(date +%s) - start )) s wall; report: results/demo/report.md (and report.html, PNGs); runs: results/demo/ (tensorboard --logdir results/demo)"
+	echo "make demo-presets: $$(( $$(date +%s) - start )) s wall; report: results/demo/report.md (and report.html, PNGs); runs: results/demo/ (tensorboard --logdir results/demo)"
 
 # A first look in under 5 minutes: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml).
 demo-quick: setup
