@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wall time of the two demo targets, end to end, as a user runs them (issue 7):
 #   make demo-quick   the short demo
-#   make demo         the full demo sweep
+#   make demo         the full demo sweep (sweeps/study-m4.yaml since session 14)
 # Usage: bash bench/demo_wall.sh [quick|full|both]   (default: both; the full sweep takes long)
 # Prints one line per target with its wall seconds, the machine's cores and load average before
 # and after; each target's output goes to bench/.work/demo-<target>.log.
