@@ -472,50 +472,6 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     return table
 
 
-#: the calibration row that measures each design-choice verdict ("moved A and B" is a "moved A")
-_VERDICT_ROW = {"moved A": "moved A", "moved A and B": "moved A", "only B": "only B",
-                "no effect": "no effect", "no effect on A": "no effect on A"}
-
-
-def attach_false_positive(effects: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``effects`` (analysis.claims.choice_effects) with the simulated false-positive rate of
-    each comparison's own verdict at its own schedule: ``fp_rate`` and its 95% upper bound
-    ``fp_hi`` from the calibration ``table`` (:func:`calibrate`); NaN where the verdict asserts
-    nothing (*not resolved*, *moved B, A not resolved*) or the comparison was not calibrated."""
-    out = effects.copy()
-    out["fp_rate"], out["fp_hi"] = np.nan, np.nan
-    if table is None or table.empty or effects.empty:
-        return out
-    where = {w: setting for setting, who in table.attrs.get("members", {}).items() for w in who}
-    fp = table[table["kind"] == "false positive"].set_index(["setting", "verdict"])
-    for i, rec in out.iterrows():
-        setting = where.get(f"{rec['variant']} @ {rec['scale']}")
-        name = _VERDICT_ROW.get(rec["verdict"])
-        if setting is not None and name is not None and (setting, name) in fp.index:
-            row = fp.loc[(setting, name)]
-            out.loc[i, "fp_rate"], out.loc[i, "fp_hi"] = float(row["rate"]), float(row["hi"])
-    return out
-
-
-def attach_claim_false_positive(claims: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``claims`` (analysis.claims.seed_claims) with the simulated false-positive rate of each
-    claim's verdict (``fp_rate``, ``fp_hi``: the calibration row "claim N reproduces / does not
-    reproduce / no effect"); NaN for *not resolved*, *not tested* and claim 3's mixed verdicts."""
-    out = claims.copy()
-    out["fp_rate"], out["fp_hi"] = np.nan, np.nan
-    if table is None or table.empty or claims.empty:
-        return out
-    fp = table[table["kind"] == "false positive"]
-    for i, rec in out.iterrows():
-        v = str(rec["verdict"])
-        kind = ("reproduces" if v == "reproduces" else "does not reproduce"
-                if v == "does not reproduce" else "no effect" if v.startswith("no effect") else None)
-        rows = fp[fp["verdict"] == f"claim {rec['claim']} {kind}"] if kind else fp.iloc[:0]
-        if len(rows):
-            out.loc[i, "fp_rate"], out.loc[i, "fp_hi"] = float(rows["rate"].max()), float(rows["hi"].max())
-    return out
-
-
 TRUTHS = {
     "null": "nothing differs", "A": "dA = effect_A", "B": "B x effect_B",
     "edge": "dA = margin (the edge of 'no effect')", "alt": "the claim holds",

@@ -30,6 +30,7 @@ from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across
 from analysis.frames import write_frame
 from analysis.load import load_results
 from analysis.options import check_against_results
+from analysis.trust import attach_claim_false_positive, attach_false_positive, calibration_section
 
 
 @dataclass
@@ -219,7 +220,6 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                                 opt.reference)
         calibration.attrs["noise"] = noise
         calibration.attrs["measured"] = (measured is not None, bool(measured and measured.identified))
-        from analysis.calibrate import attach_claim_false_positive, attach_false_positive
         effects = attach_false_positive(effects, calibration)
         claims = attach_claim_false_positive(claims, calibration)
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
@@ -386,7 +386,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         from analysis.paradigms import report_section
         report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
-    _calibration_section(r, t["calibration"], opt)
+    calibration_section(r, t["calibration"], opt)
     from analysis.plan import planner_section
     planner_section(r, t["plan"], t["planned"], opt)
     if len(t["halving"]):
@@ -435,39 +435,6 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"
             + (f" (simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%})"
                if fp == fp else "") + f". {rec['evidence']}")
-
-
-def _calibration_source(measured: tuple[bool, bool]) -> str:
-    """Which noise and truth the calibration simulated (``measured``: (noise measured, the
-    reference's curve identified))."""
-    if not measured[0]:
-        return "No fitted reference: the default noise and truths. "
-    return ("The noise (seed sd of A and log B, item spread, within-run wobble) is the one this "
-            "study's reference runs measured (as the planner below reads it); "
-            + ("the null truth is the reference's own identified curve (A, B, C_mid). "
-               if measured[1] else "the truths are the defaults (the reference's fit is not "
-               "identified). "))
-
-
-def _calibration_section(r: Report, cal: pd.DataFrame, opt) -> None:
-    r.h("How far each verdict can be trusted (calibration by simulation)")
-    if cal is None or cal.empty:
-        r.p("Not calibrated in this run (`--calibrate 0`); `rlablate calibrate SPEC.yaml` "
-            "prints the table for a sweep spec.")
-        return
-    from analysis.calibrate import describe
-    fp = cal[cal["kind"] == "false positive"]
-    bad = fp[fp["lo"] > 0.05]
-    r.p(f"{opt.calibrate} simulated sweeps per cell with this study's own schedule (each group's "
-        "last step, eval interval, seeds and eval size), analysed with the same fits and verdict "
-        "functions as this report. *false positive*: how often the verdict is given when its "
-        "truth does not hold (the worst truth tried); *power*: how often it is given when it "
-        "does. 95% Clopper-Pearson intervals. "
-        + _calibration_source(cal.attrs.get("measured", (False, False)))
-        + describe(cal.attrs.get("noise"), opt.margin) + f" {len(fp) - len(bad)} of {len(fp)} "
-        "false-positive rates are <= 5% within their interval"
-        + (f"; above: {', '.join(bad['verdict'])}." if len(bad) else "."))
-    r.table(cal)
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:

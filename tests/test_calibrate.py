@@ -136,7 +136,7 @@ def test_each_verdict_carries_its_own_false_positive_rate():
     used carries its simulated false-positive rate")."""
     import pandas as pd
 
-    from analysis.calibrate import attach_claim_false_positive, attach_false_positive
+    from analysis.trust import attach_claim_false_positive, attach_false_positive
     table = pd.DataFrame([
         # verdict, setting, kind, truth, n, rate, lo, hi
         ("moved A", "S1", "false positive", "null", 100, 0.03, 0.006, 0.085),
