@@ -141,23 +141,18 @@ def ceiling_shift(a_i: np.ndarray, r0_i: np.ndarray, dA: float) -> float:
     which the fitted A estimates, by ``dA``. Near the top, items whose ceiling is already at 1
     cannot move, so a plain shift of dA moves A by less: at the mean ceiling 0.79 and item spread
     0.27 of session 14's study, a shift of 0.05 moves A by ~0.03, and a truth "dA = 0.05" would
-    really be one inside the margin. Found by bisection (the mean ceiling is monotone in the
-    shift); the largest reachable move where |dA| exceeds it."""
+    really be one inside the margin. Found as a root (the mean ceiling is monotone in the
+    shift; scipy's brentq); the largest reachable move where |dA| exceeds it."""
+    from scipy.optimize import brentq
     base = float(np.mean(a_i))
 
     def moved(x):
-        return float(np.mean(np.clip(a_i + x, r0_i, 1.0))) - base
+        return float(np.mean(np.clip(a_i + x, r0_i, 1.0))) - base - dA
 
-    lo, hi = (0.0, 1.0) if dA > 0 else (-1.0, 0.0)
-    if (dA > 0 and moved(hi) <= dA) or (dA < 0 and moved(lo) >= dA):
-        return hi if dA > 0 else lo
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        if moved(mid) < dA:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    end = 1.0 if dA > 0 else -1.0
+    if moved(end) * np.sign(dA) <= 0:  # even the largest shift moves A by less than dA
+        return end
+    return float(brentq(moved, 0.0, end, xtol=1e-12))
 
 
 def _fit(curve: CurveData, n_boot: int, seed: int):

@@ -284,7 +284,7 @@ def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
 def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path):
     """The report's calibration table simulates the noise this study's own reference runs
     measured (seed sd of A and log B, item spread, within-run wobble: the planner's reading),
-    not the defaults: the seeds here scatter A with sd 0.05, five times the default 0.01."""
+    not the defaults: the seeds here scatter A with sd 0.06, six times the default 0.01."""
     from analysis.calibrate import NoiseModel
     from analysis.cli import main
     from analysis.groups import assign_groups

@@ -145,3 +145,9 @@ def test_the_effects_table_carries_each_verdicts_false_positive_rate(analysed):
     assert asserting.any()
     assert eff.loc[asserting, "fp_rate"].notna().all() and eff.loc[asserting, "fp_hi"].le(1).all()
     assert eff.loc[~asserting, "fp_rate"].isna().all()
+    # each rate is the calibration's own false-positive rate of that verdict
+    cal = pd.read_csv(analysed / "calibration.csv")
+    fp = cal[cal["kind"] == "false positive"]
+    for rec in eff[asserting].to_dict("records"):
+        name = "moved A" if rec["verdict"].startswith("moved A") else rec["verdict"]
+        assert rec["fp_rate"] in set(fp.loc[fp["verdict"] == name, "rate"]), rec
