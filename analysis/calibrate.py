@@ -100,8 +100,9 @@ class Simulator:
         return r0_i, np.clip(a_i, r0_i, 1.0)
 
     def group(self, label: str, g: Group, r0_i, a_i, r0_obs, B: float, c_mid: float,
-              dA: float = 0.0) -> CurveData:
-        nz, rng = self.noise, self.rng
+              dA: float = 0.0, noise: NoiseModel | None = None) -> CurveData:
+        """One group's runs; ``noise`` (default the simulator's) sets its seed and wobble noise."""
+        nz, rng = noise or self.noise, self.rng
         steps = np.arange(g.every, g.steps + 1, g.every)
         runs = []
         move = ceiling_shift(a_i, r0_i, dA) if dA else 0.0
@@ -112,7 +113,7 @@ class Simulator:
             frac = _sigmoid_frac(steps, b_s, c_mid)
             p = r0_i[None, :] + (a_s - r0_i)[None, :] * frac[:, None]
             if nz.wobble_sd > 0:
-                p = p + self.wobble(steps.size, g.every)[:, None]
+                p = p + self.wobble(steps.size, g.every, nz)[:, None]
             p = np.clip(p, 0, 1)
             correct = rng.binomial(self.k, p) / self.k
             runs.append(RunCurve(f"{label}-s{s}", steps, steps.astype(float),
@@ -120,10 +121,10 @@ class Simulator:
                                  r0_obs[0], r0_obs[1]))
         return CurveData(label, runs)
 
-    def wobble(self, n: int, every: int) -> np.ndarray:
+    def wobble(self, n: int, every: int, noise: NoiseModel | None = None) -> np.ndarray:
         """A stationary AR(1) series at ``n`` evals ``every`` steps apart: sd ``wobble_sd``,
         correlation ``wobble_rho_step ** every`` between neighbouring evals."""
-        nz = self.noise
+        nz = noise or self.noise
         rho = float(np.clip(nz.wobble_rho_step, 0.0, 0.999)) ** every
         w = np.empty(n)
         w[0] = self.rng.normal(0, nz.wobble_sd)

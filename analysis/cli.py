@@ -295,6 +295,10 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
                         help="results of a pilot (e.g. the reference alone, 2+ seeds): its "
                              "curve and noise drive the simulation (default: the calibration's "
                              "NoiseModel, with a warning)")
+    parser.add_argument("--per-variant-noise", action="store_true",
+                        help="simulate each arm the pilot also ran with its own seed-to-seed "
+                             "and within-run noise (2+ converged per-run fits), not the "
+                             "reference's; the truth and item spread stay the reference's")
     parser.add_argument("--eval-set", default="in_dist", help="eval set (default in_dist)")
     parser.add_argument("--reference", default="grpo", metavar="VARIANT",
                         help="the variant every other one is compared with (default grpo)")
@@ -343,13 +347,18 @@ def run_plan(args: argparse.Namespace) -> int:
     if not 0 < args.target_width < 2:
         print("rlablate plan: error: --target-width must be in (0, 2)", file=sys.stderr)
         return 2
+    if args.per_variant_noise and not args.pilot:
+        print("rlablate plan: error: --per-variant-noise needs --pilot DIR (the arms' own runs)",
+              file=sys.stderr)
+        return 2
     try:
         name, groups = read_schedule(args.spec)
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
         print(f"rlablate plan: error: cannot read {args.spec}: {exc}", file=sys.stderr)
         return 2
     try:
-        pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups)
+        pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups,
+                                    per_variant=args.per_variant_noise)
     except (FileNotFoundError, FitError, ValueError, NotADirectoryError) as exc:
         print(f"rlablate plan: error: {exc}", file=sys.stderr)
         return 2

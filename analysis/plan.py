@@ -48,6 +48,11 @@ class PilotNoise:
     mid_steps: float  # the reference curve's C_mid in steps
     by_scale: tuple = ()  # ((scale, PilotNoise), ...): the noise measured at each pilot scale
     identified: bool = False  # the reference's pooled fit is identified (its A, B, C_mid mean something)
+    by_variant: tuple = ()  # (((variant, scale), NoiseModel), ...): arms with their own noise
+
+    def for_variant(self, variant: str, scale: str) -> NoiseModel | None:
+        """The noise measured on ``variant``'s own pilot runs at ``scale`` (None: not measured)."""
+        return dict(self.by_variant).get((variant, scale))
 
     def for_scale(self, scale: str) -> "PilotNoise":
         """The noise measured at ``scale`` when the pilot ran the reference there, else the
@@ -88,24 +93,13 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
     comp = np.concatenate([r.compute for r in g.curve.runs])
     per_step = float(np.median(comp / np.maximum(steps, 1)))
     mid_steps = float(f.C_mid / per_step) if per_step > 0 else float("nan")
-    runs = [x for x in fits if x.level == "run" and x.variant == reference and x.scale == g.scale
-            and x.eval_set == eval_set and x.fit is not None and x.fit.converged]
     kw = dict(R0=float(f.R0), A=float(f.A), B=float(f.B))
-    if len(runs) >= 2:
-        kw["seed_sd_A"] = float(np.std([x.fit.A for x in runs], ddof=1))
-        kw["seed_sd_logB"] = float(np.std([np.log(x.fit.B) for x in runs], ddof=1))
-        notes.append(f"seed sd from {len(runs)} converged per-run fits: A {kw['seed_sd_A']:.4f}, "
-                     f"log B {kw['seed_sd_logB']:.3f}")
-    else:
+    run_kw, run_notes = _run_noise(g, fits, reference, eval_set)
+    kw.update(run_kw)
+    if "seed_sd_A" not in run_kw:
         notes.append(f"fewer than 2 converged per-run fits: seed sd of A {base.seed_sd_A} and of "
                      f"log B {base.seed_sd_logB} assumed (NoiseModel defaults)")
-    every = int(np.median(np.diff(np.r_[0, g.curve.runs[0].steps]))) if g.curve.runs else 1
-    sd, rho, n = wobble_from_runs([(x.curve.runs[0], x.fit) for x in runs], every)
-    if n:
-        kw["wobble_sd"], kw["wobble_rho_step"] = sd, rho
-        notes.append(f"within-run wobble sd {sd:.4f} beyond the eval noise, lag-1 correlation "
-                     f"{rho ** every:.2f} per eval ({every} steps), from the residuals of {n} "
-                     "per-run fits")
+    notes += run_notes
     items = [r.r0_items for r in g.curve.runs if r.r0_items is not None]
     if items and k > 1:
         x = np.asarray(items[0], float)
@@ -120,6 +114,50 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
                          "between evals (k = 1: one sample per item and eval)")
     noise = replace(base, **kw)
     return PilotNoise(noise, tuple(notes), mid_steps, identified=bool(f.identified))
+
+
+def _run_noise(g, fits, variant: str, eval_set: str) -> tuple[dict, list[str]]:
+    """What the per-run fits of ``variant`` at ``g``'s scale measure: the seed sd of A and log B
+    (from 2+ converged fits) and the within-run wobble (:func:`wobble_from_runs`), as NoiseModel
+    fields, with notes."""
+    runs = [x for x in fits if x.level == "run" and x.variant == variant and x.scale == g.scale
+            and x.eval_set == eval_set and x.fit is not None and x.fit.converged]
+    kw, notes = {}, []
+    if len(runs) >= 2:
+        kw["seed_sd_A"] = float(np.std([x.fit.A for x in runs], ddof=1))
+        kw["seed_sd_logB"] = float(np.std([np.log(x.fit.B) for x in runs], ddof=1))
+        notes.append(f"seed sd from {len(runs)} converged per-run fits: A {kw['seed_sd_A']:.4f}, "
+                     f"log B {kw['seed_sd_logB']:.3f}")
+    every = int(np.median(np.diff(np.r_[0, g.curve.runs[0].steps]))) if g.curve.runs else 1
+    sd, rho, n = wobble_from_runs([(x.curve.runs[0], x.fit) for x in runs], every)
+    if n:
+        kw["wobble_sd"], kw["wobble_rho_step"] = sd, rho
+        notes.append(f"within-run wobble sd {sd:.4f} beyond the eval noise, lag-1 correlation "
+                     f"{rho ** every:.2f} per eval ({every} steps), from the residuals of {n} "
+                     "per-run fits")
+    return kw, notes
+
+
+def with_variant_noise(pilot: PilotNoise, fits, reference: str = REFERENCE,
+                       eval_set: str = "in_dist") -> PilotNoise:
+    """``pilot`` plus each other variant's own noise, where the pilot ran it: the seed sd of A
+    and log B and the within-run wobble its per-run fits measure (:func:`_run_noise`, 2+
+    converged fits), on top of the reference's noise at that scale (the truth, the item spread
+    and whatever the variant's runs cannot measure stay the reference's). A variant that is
+    noisier between seeds than the reference gets wider predicted intervals (session 14: the
+    plan from GRPO alone predicted CISPO, GSPO and the zero-variance filter 1.8-1.9x too narrow).
+    A seed sd from 2-3 runs is itself uncertain (its 95% interval spans ~0.5x-6x for 3 runs)."""
+    own, notes = [], list(pilot.notes)
+    for g in sorted((x for x in fits if x.level == "group" and x.eval_set == eval_set
+                     and x.variant != reference), key=lambda x: (str(x.scale), x.variant)):
+        kw, run_notes = _run_noise(g, fits, g.variant, eval_set)
+        if "seed_sd_A" not in kw:
+            notes.append(f"{g.variant} @ {g.scale}: fewer than 2 converged per-run fits, the "
+                         f"reference's noise assumed")
+            continue
+        own.append(((g.variant, g.scale), replace(pilot.for_scale(g.scale).noise, **kw)))
+        notes.append(f"{g.variant} @ {g.scale}: its own noise, " + "; ".join(run_notes))
+    return replace(pilot, by_variant=tuple(own), notes=tuple(notes))
 
 
 def wobble_from_runs(pairs, every: int) -> tuple[float, float, int]:
@@ -171,8 +209,10 @@ def item_spread_across_evals(runs) -> float:
 
 
 def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,
-                    n_sweeps: int = 100, seed: int = 0, n_boot: int = 400) -> dict:
-    """Interval widths of dA and log B-ratio over ``n_sweeps`` null sweeps of (ref, var)."""
+                    n_sweeps: int = 100, seed: int = 0, n_boot: int = 400,
+                    var_noise: NoiseModel | None = None) -> dict:
+    """Interval widths of dA and log B-ratio over ``n_sweeps`` null sweeps of (ref, var);
+    ``var_noise``: the variant's own seed and wobble noise (default: the reference's)."""
     rng = np.random.default_rng([seed, ref.steps, var.steps, ref.seeds, var.seeds, ref.n_items])
     sim = Simulator(noise, ref.n_items, ref.k, rng)
     widths, logb, reach, identified = [], [], [], 0
@@ -180,7 +220,8 @@ def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,
         r0_i, a_i = sim.items(noise.A, noise.R0)
         r0_obs = sim.r0(r0_i)
         f_r = _fit(sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, mid_steps), n_boot, i)
-        f_v = _fit(sim.group("var", var, r0_i, a_i, r0_obs, noise.B, mid_steps), n_boot, i)
+        f_v = _fit(sim.group("var", var, r0_i, a_i, r0_obs, noise.B, mid_steps,
+                             noise=var_noise), n_boot, i)
         if not all(x is not None and x.identified for x in (f_r[0], f_v[0])):
             continue
         identified += 1
@@ -217,20 +258,22 @@ def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: i
             key = (ref.steps, ref.every, ref.seeds, var.steps, var.every, var.seeds, ref.n_items,
                    ref.k)
             pn = pilot.for_scale(scale)
-            key = (scale if pn is not pilot else None,) + key  # the noise this scale uses
+            own = pilot.for_variant(name, scale)
+            key = (scale if pn is not pilot else None, name if own else None) + key  # its noise
             if key not in cache:
                 cache[key] = simulate_widths(ref, var, pn.noise, pn.mid_steps, n_sweeps,
-                                             seed, n_boot)
+                                             seed, n_boot, var_noise=own)
             w = cache[key]
-            rows.append({"scale": scale, "variant": name, "vs": reference,
+            extra = ({"noise": "own" if own else "reference"} if pilot.by_variant else {})
+            rows.append({**extra, "scale": scale, "variant": name, "vs": reference,
                          "seeds": f"{ref.seeds}+{var.seeds}", "steps": f"{ref.steps}/{var.steps}",
                          "eval": f"{ref.n_items}x{ref.k}", **w,
                          "B_ratio_factor": float(np.exp(w["B_log_width"] / 2)),
                          "mde_A": max(MDE_FACTOR * w["dA_width"], margin)
                          if np.isfinite(w["dA_width"]) else float("nan")})
-    return pd.DataFrame(rows, columns=["scale", "variant", "vs", "seeds", "steps", "eval",
-                                       "identified_rate", "dA_width", "B_log_width",
-                                       "B_ratio_factor", "mde_A", "equiv_margin80"])
+    cols = ["scale", "variant", "vs", "seeds", "steps", "eval", "identified_rate", "dA_width",
+            "B_log_width", "B_ratio_factor", "mde_A", "equiv_margin80"]
+    return pd.DataFrame(rows, columns=cols + (["noise"] if pilot.by_variant else []))
 
 
 def budget_options(ref: Group, seeds=(2, 3, 4, 6, 8), step_factors=(1.0, 1.5, 2.0),
@@ -287,9 +330,11 @@ def planned_vs_achieved(plan: dict, effects: pd.DataFrame) -> pd.DataFrame:
 
 
 def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
-                   groups: list[Group]) -> PilotNoise:
+                   groups: list[Group], per_variant: bool = False) -> PilotNoise:
     """The pilot's noise (:func:`noise_from_fits` on a results tree), or, without a pilot, the
-    calibration's defaults with C_mid at ``mid_frac`` of the reference's steps (and a note)."""
+    calibration's defaults with C_mid at ``mid_frac`` of the reference's steps (and a note).
+    ``per_variant``: every other arm the pilot ran also gets its own noise
+    (:func:`with_variant_noise`)."""
     if pilot_dir is None:
         ref = next((g for g in groups if g.variant == reference), None)
         steps = ref.steps if ref else 150
@@ -308,7 +353,8 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
     fits = fit_all(results, axes, window=FitWindow(), n_boot=0, per_run=True)
     ev = results.evals[results.evals["eval_set"] == eval_set]
     k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
-    return noise_from_fits(fits, reference, eval_set, k=k)
+    out = noise_from_fits(fits, reference, eval_set, k=k)
+    return with_variant_noise(out, fits, reference, eval_set) if per_variant else out
 
 
 def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
@@ -326,7 +372,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
     nz = pilot.noise
     block = {"plan": {
         "written": datetime.date.today().isoformat(),
-        "by": f"rlablate plan --pilot {args.pilot} --sweeps {args.sweeps} --seed {args.seed}",
+        "by": f"rlablate plan --pilot {args.pilot} --sweeps {args.sweeps} --seed {args.seed}"
+              + (" --per-variant-noise" if pilot.by_variant else ""),
         "noise": {"R0": round(nz.R0, 4), "A": round(nz.A, 4), "B": round(nz.B, 4),
                   "C_mid_steps": round(pilot.mid_steps, 1), "seed_sd_A": round(nz.seed_sd_A, 4),
                   "seed_sd_logB": round(nz.seed_sd_logB, 4),
@@ -334,6 +381,10 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
                   "wobble_sd": round(nz.wobble_sd, 4),
                   "wobble_rho_step": round(nz.wobble_rho_step, 4)},
         "comparisons": comps}}
+    if pilot.by_variant:  # the arms planned with their own measured noise
+        block["plan"]["noise_by_variant"] = {
+            f"{v} @ {sc}": {f: round(float(getattr(nv, f)), 4) for f in MEASURED_NOISE
+                            if f != "item_spread"} for (v, sc), nv in pilot.by_variant}
     text = yaml.safe_dump(block, sort_keys=False, width=100)
     path = Path(spec_path)
     lines = path.read_text().splitlines(keepends=True)

@@ -170,6 +170,59 @@ def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_pa
     assert row["mde_A"] == pytest.approx(0.7143 * row["dA_width"], rel=1e-3)
 
 
+def _arm(root, algo, a_sd, seeds=(0, 1, 2, 3), A=0.55, scale="tiny-1m"):
+    """A second arm beside :func:`_pilot`'s GRPO: the same curve, its own seed sd of A."""
+    rng = np.random.default_rng(11)
+    for seed in seeds:
+        write_run(root / f"{algo}-{scale}-s{seed}", RunSpec(
+            config=make_config(algo, scale, seed),
+            curves={"in_dist": CurveSpec(A + rng.normal(0, a_sd), 1.5, 30e12, 0.25)},
+            steps=200, eval_every=10, n_items=256, k=4, seed=300 + seed))
+
+
+def test_each_arm_can_be_planned_with_its_own_noise(tmp_path):
+    """A pilot of GRPO (seed sd of A ~0.01) and of a noisier arm (~0.06): with per-variant noise
+    the noisy arm's own sd is measured and its predicted dA width grows beyond the width the
+    reference's noise predicts; an arm the pilot did not run keeps the reference's noise."""
+    _pilot(tmp_path, a_sd=0.01)
+    _arm(tmp_path, "dapo", a_sd=0.06)
+    groups = [Group("grpo", "tiny-1m", 200, 10, 4), Group("dapo", "tiny-1m", 200, 10, 4),
+              Group("cispo", "tiny-1m", 200, 10, 4)]
+    ref_only = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", groups)
+    own = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", groups, per_variant=True)
+    assert ref_only.by_variant == () and ref_only.for_variant("dapo", "tiny-1m") is None
+    nz = own.for_variant("dapo", "tiny-1m")
+    assert nz is not None and own.for_variant("cispo", "tiny-1m") is None
+    assert nz.seed_sd_A > 2 * own.noise.seed_sd_A and 0.02 < nz.seed_sd_A < 0.15
+    assert (nz.A, nz.item_spread) == (own.noise.A, own.noise.item_spread)  # truth: the reference's
+    assert any(n.startswith("dapo @ tiny-1m: its own noise, seed sd from 4") for n in own.notes)
+    a = plan.predict(groups, ref_only, n_sweeps=20, n_boot=150)
+    b = plan.predict(groups, own, n_sweeps=20, n_boot=150)
+    assert "noise" not in a.columns
+    wa, wb = (t.set_index("variant")["dA_width"] for t in (a, b))
+    assert wb["dapo"] > 1.5 * wa["dapo"], (wa, wb)
+    assert wb["cispo"] == wa["cispo"]  # same simulation: the reference's noise
+    assert dict(zip(b["variant"], b["noise"])) == {"cispo": "reference", "dapo": "own"}
+
+
+def test_the_simulator_takes_a_groups_own_noise():
+    """Simulator.group(noise=...) draws that group's seed effects from the given noise and
+    leaves the default group's draws unchanged."""
+    from dataclasses import replace
+
+    from analysis.calibrate import NoiseModel, Simulator
+    g = Group("grpo", "tiny-1m", 200, 20, 40, 256, 1)
+    quiet = NoiseModel(seed_sd_A=0.0, seed_sd_logB=0.0)
+    loud = replace(quiet, seed_sd_A=0.08)
+    finals = {}
+    for name, nz in (("default", None), ("loud", loud)):
+        sim = Simulator(quiet, 256, 4, np.random.default_rng(0))
+        r0_i, a_i = sim.items(0.5, 0.25)
+        c = sim.group("x", g, r0_i, a_i, sim.r0(r0_i), 1.5, 40.0, noise=nz)
+        finals[name] = np.array([r.y[-1] for r in c.runs])
+    assert finals["default"].std() < 0.02 < finals["loud"].std()
+
+
 def test_the_reports_planner_simulates_the_design_that_ran(tmp_path):
     """A study evaluated with one sample per item: the report's own prediction (beside the
     achieved widths) must simulate k = 1 and measure the item spread the k = 1 way, as the runs
@@ -258,6 +311,16 @@ def test_write_plan_keeps_the_spec_loadable_and_replaces_its_block(tmp_path):
     from harness.sweep.expand import expand
     from harness.sweep.spec import load_spec
     assert len(expand(load_spec(spec))) == len(expand(load_spec(ROOT / "sweeps" / "demo-quick.yaml")))
+    assert "noise_by_variant" not in data["plan"]
+    # a per-variant plan records each arm's own noise beside the reference's
+    _arm(tmp_path / "pilot", "dr_grpo", a_sd=0.05)
+    own = plan.pilot_from_dir(args.pilot, "grpo", "in_dist", [], per_variant=True)
+    plan.write_plan(spec, table, own, args)
+    data = yaml.safe_load(spec.read_text())
+    rec = data["plan"]["noise_by_variant"]["dr_grpo @ tiny-1m"]
+    assert set(rec) == {"seed_sd_A", "seed_sd_logB", "wobble_sd", "wobble_rho_step"}
+    assert rec["seed_sd_A"] > data["plan"]["noise"]["seed_sd_A"]
+    assert data["plan"]["by"].endswith("--per-variant-noise")
 
 
 def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
@@ -279,6 +342,10 @@ def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
     missing = subprocess.run(cmd[:5] + ["--pilot", str(tmp_path / "nope")], capture_output=True,
                              text=True, cwd=ROOT)
     assert missing.returncode == 2 and "nope" in missing.stderr
+    alone = subprocess.run(cmd[:5] + ["--per-variant-noise"], capture_output=True, text=True,
+                           cwd=ROOT)
+    assert alone.returncode == 2 and alone.stderr.count("\n") == 1
+    assert "--per-variant-noise" in alone.stderr and "--pilot" in alone.stderr
 
 
 def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path):
