@@ -32,6 +32,7 @@ from scipy import stats
 
 from analysis.groups import up_to_common_step
 from analysis.load import TRAIN_KEYS
+from analysis.resolve import claim1_budget, claim2_budget
 from analysis.variance import (between_variants, claim4_verdict,  # noqa: F401 (re-exported)
                                spread_difference)
 
@@ -102,6 +103,11 @@ def t_interval(values) -> tuple[float, float, float, int]:
 
 def paired(trend: pd.DataFrame, first: str, second: str) -> tuple[float, float, float, int]:
     """first - second over the (scale, seed) pairs both variants have, with a t interval."""
+    return t_interval(paired_values(trend, first, second))
+
+
+def paired_values(trend: pd.DataFrame, first: str, second: str) -> list[float]:
+    """first - second per (scale, seed) pair both variants have."""
     rows = zip(trend["variant"].tolist(), trend["scale"].tolist(), trend["seed"].tolist(),
                trend["value"].tolist())
     a, b = {}, {}
@@ -110,7 +116,7 @@ def paired(trend: pd.DataFrame, first: str, second: str) -> tuple[float, float, 
             a[(scale, seed)] = value
         elif variant == second:
             b[(scale, seed)] = value
-    return t_interval([a[k] - b[k] for k in a if k in b])
+    return [a[k] - b[k] for k in a if k in b]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,8 +271,12 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
         both = matched(series, (grpo, dr))
         trend = run_trend(both, "rollout/response_len_incorrect", "change")
         level = both.loc[both["variant"] == grpo, "rollout/response_len_incorrect"].mean()
-        out.append(_claim(1, text1, *claim1_verdict(trend, grpo, dr,
-                                                    CLAIM1_MARGIN_FRAC * float(level))))
+        margin = CLAIM1_MARGIN_FRAC * float(level)
+        verdict, evidence = claim1_verdict(trend, grpo, dr, margin)
+        budget = (claim1_budget(trend.loc[trend["variant"] == grpo, "value"],
+                                paired_values(trend, grpo, dr), margin)
+                  if verdict == "not resolved" else "")
+        out.append(_claim(1, text1, verdict, evidence, budget))
     else:
         out.append(_claim(1, text1, "not tested", "needs variants grpo and dr_grpo"))
 
@@ -284,7 +294,9 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
                                            margin=CLAIM2_MARGIN_FRAC * float(level))
         if not ch:
             evidence += "; dapo differs from grpo in more than the clip, so this is confounded"
-        out.append(_claim(2, text2, verdict, evidence))
+        budget = (claim2_budget(paired_values(trend, *pair), CLAIM2_MARGIN_FRAC * float(level))
+                  if verdict == "not resolved" else "")
+        out.append(_claim(2, text2, verdict, evidence, budget))
     else:
         out.append(_claim(2, text2, "not tested", "needs grpo and grpo+clip_high=... (or dapo)"))
 
@@ -297,8 +309,13 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
                  f"{rec['dA_hi']:+.3f}], B ratio = {rec['B_ratio']:.2f} "
                  f"[{rec['B_ratio_lo']:.2f}, {rec['B_ratio_hi']:.2f}] -> {rec['verdict']}"
                  for rec in sub.to_dict("records")]
-        out.append(_claim(3, text3, claim3_verdict(list(sub["verdict"])),
-                          f"{flt} vs {grpo}, " + "; ".join(parts)))
+        verdict = claim3_verdict(list(sub["verdict"]))
+        budget = ("; ".join(f"{rec['scale']}: {rec['resolve_at']}" for rec in
+                            sub.to_dict("records") if rec.get("resolve_at"))
+                  if verdict == "not resolved" and "resolve_at" in sub else "")
+        out.append(_claim(3, text3, verdict, f"{flt} vs {grpo}, " + "; ".join(parts),
+                          budget and f"the filter's dA interval would resolve ({budget}), if "
+                          "its point estimate held (sqrt(seeds) rule, analysis/resolve.py)"))
     else:
         out.append(_claim(3, text3, "not tested",
                           "needs grpo and a fitted grpo+group_filter=... ablation"))
@@ -388,6 +405,7 @@ def claim3_verdict(verdicts: list[str]) -> str:
             "partly (" + "; ".join(verdicts) + ")")
 
 
-def _claim(n: int, claim: str, verdict: str, evidence: str) -> dict:
-    return {"claim": n, "statement": claim, "verdict": verdict, "evidence": evidence}
+def _claim(n: int, claim: str, verdict: str, evidence: str, budget: str = "") -> dict:
+    return {"claim": n, "statement": claim, "verdict": verdict, "evidence": evidence,
+            "would_resolve": budget}
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis import plots
 from analysis.claims import REFERENCE, choice_effects, seed_claims
+from analysis.resolve import RULE as RESOLVE_RULE, attach_effect_budget
 from analysis.compare import DEFAULT_MARGIN, check_extrapolation, resolvable_difference
 from analysis.fit import FitWindow
 from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, fits_table,
@@ -202,7 +203,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                            for g in fits if g.level == "group" and g.eval_set == primary
                            and g.curve.runs])
     fits_df = fits_table(fits)
-    effects = choice_effects(fits, runs, primary, opt.reference, opt.margin)
+    effects = attach_effect_budget(choice_effects(fits, runs, primary, opt.reference, opt.margin),
+                                   fits, primary, opt.margin)
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     from analysis.schedule import schedule_from_results
     schedule = schedule_from_results(runs, results.evals, primary)  # the design as it ran
@@ -420,7 +422,9 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         f"Here: {', '.join(f'{k}: {v}' for k, v in counts.items())}."
         + (" `fp_rate` (95% upper bound `fp_hi`): how often this verdict is given, at this "
            "comparison's schedule and this study's noise, when its truth does not hold (the "
-           "calibration section)." if "fp_rate" in effects else ""))
+           "calibration section)." if "fp_rate" in effects else "")
+        + (" " + RESOLVE_RULE if "resolve_at" in effects and effects["resolve_at"].astype(bool).any()
+           else ""))
     r.table(effects)
 
 
@@ -434,7 +438,8 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         fp = rec.get("fp_rate", np.nan)
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"
             + (f" (simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%})"
-               if fp == fp else "") + f". {rec['evidence']}")
+               if fp == fp else "") + f". {rec['evidence']}"
+            + (f". Budget: {rec['would_resolve']}" if rec.get("would_resolve") else ""))
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:

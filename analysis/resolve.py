@@ -1,0 +1,131 @@
+"""What budget would resolve a verdict these runs leave *not resolved* (issue 16: "*not resolved*
+remains when the data cannot tell, and the report says what budget would").
+
+The answer is a number of seeds per arm, from the runs' own intervals, under two stated
+assumptions: the point estimate holds (the effect is what these runs measured), and the interval
+narrows as seeds are added the way a mean over independent seeds does.
+
+* Design-choice effects (dA, a paired bootstrap over seeds): each half-width of the dA interval
+  shrinks as ``sqrt(n / n')`` from n to n' seeds per arm. The percentile intervals of few seeds
+  are widened (analysis.bootstrap), and that widening also shrinks with more seeds, so this rule
+  errs toward too many seeds. Wobble within a run and eval-item noise that seeds do not average
+  away are assumed small beside the seed-to-seed spread (the planner measures all three).
+* Claims 1 and 2 (Student t intervals over per-run values): the half-width
+  ``t_{0.975, n'-1} s / sqrt(n')`` with the observed sd ``s``.
+
+The verdict named is the nearest one consistent with the point estimate: with |dA| below the
+margin, *no effect on A* (the whole interval inside +-margin); at or above it, *moved A* (the
+interval excludes 0); for a claim, whichever of its verdicts needs the fewest seeds. Beyond
+:data:`MAX_SEEDS` the answer is "more than" that: the estimate sits at the edge of every verdict
+(at the margin, or at zero), where no affordable budget decides it. This is sample-size
+re-estimation from an observed effect, not a power calculation (the planner's is that): the seed
+count resolves the verdict about half the time if the truth is the estimate, more often if the
+truth lies further from the edge.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+MAX_SEEDS = 64
+
+RULE = ("`resolve_at` (not resolved rows): the seeds per arm at which this dA interval would "
+        "resolve, if the point estimate held and each half-width shrank as sqrt(seeds now / "
+        f"seeds then) (analysis/resolve.py; up to {MAX_SEEDS} seeds): *no effect on A* where "
+        "|dA| is below the margin, *moved A* where it is not.")
+
+
+def _seeds_for_factor(n: int, f: float) -> int:
+    """Smallest n' with sqrt(n / n') < f (the half-widths scaled by less than f)."""
+    return n if f > 1 else math.floor(n / f ** 2) + 1
+
+
+def effect_seeds(dA: float, lo: float, hi: float, n: int, margin: float,
+                 max_seeds: int = MAX_SEEDS) -> tuple[str, int | None]:
+    """(verdict, seeds per arm) that would resolve a dA interval ``[lo, hi]`` measured with ``n``
+    seeds per arm; seeds None where more than ``max_seeds`` would be needed, ("", None) where the
+    interval is missing (a fit not identified: more seeds do not bound an extrapolated A)."""
+    if not (np.isfinite(dA) and np.isfinite(lo) and np.isfinite(hi)) or n < 2:
+        return "", None
+    below, above = max(dA - lo, 0.0), max(hi - dA, 0.0)
+    if abs(dA) < margin:
+        verdict = "no effect on A"
+        f = min((margin + dA) / below if below > 0 else np.inf,
+                (margin - dA) / above if above > 0 else np.inf)
+    else:
+        verdict = "moved A"
+        f = (dA / below if below > 0 else np.inf) if dA > 0 else (
+            -dA / above if above > 0 else np.inf)
+    seeds = _seeds_for_factor(n, f)
+    return verdict, (seeds if seeds <= max_seeds else None)
+
+
+def t_seeds(values, kind: str, margin: float | None = None,
+            max_seeds: int = MAX_SEEDS) -> int | None:
+    """Smallest number of runs n' (>= the runs given, >= 2) at which a 95% t interval with the
+    observed mean and sd of ``values`` lies above 0 (``kind`` "above"), below 0 ("below") or
+    inside +-margin ("inside"); None beyond ``max_seeds`` or with fewer than 2 values."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return None
+    m, s = float(v.mean()), float(v.std(ddof=1))
+    for n in range(max(v.size, 2), max_seeds + 1):
+        h = float(stats.t.ppf(0.975, n - 1)) * s / math.sqrt(n)
+        if ((kind == "above" and m - h > 0) or (kind == "below" and m + h < 0)
+                or (kind == "inside" and margin is not None and -margin < m - h
+                    and m + h < margin)):
+            return n
+    return None
+
+
+def nearest(options: dict[str, int | None]) -> str:
+    """The claim verdict reachable with the fewest seeds, as a sentence."""
+    reach = {k: v for k, v in options.items() if v is not None}
+    if not reach:
+        return (f"no verdict within {MAX_SEEDS} seeds per arm (the estimate sits at the edge of "
+                "every verdict), if the observed mean and spread held")
+    name = min(reach, key=reach.get)
+    return (f"~{reach[name]} seeds per arm would resolve it as *{name}*, if the observed mean "
+            "and spread held (t interval; analysis/resolve.py)")
+
+
+def claim1_budget(grpo_growth, diffs, margin: float | None) -> str:
+    """Claim 1: *reproduces* needs GRPO's growth and the paired GRPO - Dr. GRPO difference both
+    above 0; *no effect* the paired difference inside +-margin; *does not reproduce* GRPO's
+    growth below 0."""
+    up, gap = t_seeds(grpo_growth, "above"), t_seeds(diffs, "above")
+    return nearest({"reproduces": max(up, gap) if up and gap else None,
+                    "no effect": t_seeds(diffs, "inside", margin),
+                    "does not reproduce": t_seeds(grpo_growth, "below")})
+
+
+def claim2_budget(diffs, margin: float | None) -> str:
+    """Claim 2: the paired clip-higher - reference entropy above 0, below 0, or inside +-margin."""
+    return nearest({"reproduces": t_seeds(diffs, "above"),
+                    "does not reproduce": t_seeds(diffs, "below"),
+                    "no effect": t_seeds(diffs, "inside", margin)})
+
+
+def attach_effect_budget(effects: pd.DataFrame, fits, eval_set: str,
+                         margin: float) -> pd.DataFrame:
+    """``effects`` with ``resolve_at`` for every *not resolved* row: "<verdict> at N seeds" (N
+    per arm), "> MAX_SEEDS seeds", or empty where no interval exists."""
+    if effects.empty:
+        return effects
+    n_runs = {(g.variant, g.scale): g.curve.n_runs for g in fits
+              if g.level == "group" and g.eval_set == eval_set}
+    out = []
+    for rec in effects.to_dict("records"):
+        text = ""
+        if str(rec["verdict"]).startswith("not resolved"):
+            n = min(n_runs.get((rec["variant"], rec["scale"]), 0),
+                    n_runs.get((rec["vs"], rec["scale"]), 0))
+            verdict, seeds = effect_seeds(rec["dA"], rec["dA_lo"], rec["dA_hi"], n, margin)
+            text = (f"{verdict} at {seeds} seeds" if seeds else
+                    f"{verdict}: > {MAX_SEEDS} seeds" if verdict else "")
+        out.append(text)
+    return effects.assign(resolve_at=out)

@@ -1,0 +1,90 @@
+"""What budget would resolve a *not resolved* verdict (analysis/resolve.py), against numbers
+computed by hand from the stated rules: dA half-widths shrink as sqrt(n / n'); a claim's t
+interval is t_{0.975, n'-1} s / sqrt(n') with the observed mean and sd (t quantiles from a table).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.resolve import (MAX_SEEDS, attach_effect_budget, claim1_budget, claim2_budget,
+                              effect_seeds, t_seeds)
+
+
+def test_effect_seeds_by_hand():
+    # study-m4's GSPO row: dA +0.018 [-0.027, +0.079], 4 seeds, margin 0.05. The upper half-width
+    # 0.061 must shrink below 0.05 - 0.018 = 0.032: f = 0.5246, n' > 4 / 0.2752 = 14.5 -> 15
+    assert effect_seeds(0.018, -0.027, 0.079, 4, 0.05) == ("no effect on A", 15)
+    # |dA| 0.08 >= margin: the lower half-width 0.10 must shrink below 0.08: f 0.8, n' > 6.25 -> 7
+    assert effect_seeds(0.08, -0.02, 0.18, 4, 0.05) == ("moved A", 7)
+    assert effect_seeds(-0.08, -0.18, 0.02, 4, 0.05) == ("moved A", 7)  # mirrored
+    # an estimate at the margin's edge: no affordable budget
+    assert effect_seeds(0.0499, -0.03, 0.13, 4, 0.05) == ("no effect on A", None)
+    # an interval already inside the margin needs no more seeds than it has
+    assert effect_seeds(0.0, -0.02, 0.02, 4, 0.05) == ("no effect on A", 4)
+    # no interval (fit not identified): nothing to scale
+    assert effect_seeds(0.01, np.nan, np.nan, 4, 0.05) == ("", None)
+
+
+def test_t_seeds_by_hand():
+    # mean 0.75, sd 1.3229 (var 5.25 / 3): t/sqrt(n) < 0.5669 first at n = 15
+    # (n 14: 2.160 / 3.742 = 0.577; n 15: 2.145 / 3.873 = 0.554)
+    v = [-1.0, 2.0, 0.5, 1.5]
+    assert t_seeds(v, "above") == 15
+    assert t_seeds([-x for x in v], "below") == 15
+    assert t_seeds(v, "below") is None  # the mean is above 0: never below
+    # mean 0, sd 1.1547: inside +-0.5 needs t/sqrt(n) < 0.4330, first at n = 23
+    # (n 22: 2.080 / 4.690 = 0.4435; n 23: 2.074 / 4.796 = 0.4324)
+    assert t_seeds([-1.0, 1.0, -1.0, 1.0], "inside", margin=0.5) == 23
+    assert t_seeds([1.0, 2.0, 3.0, 4.0], "above") == 4  # already resolved with the runs given
+    assert t_seeds([0.001, -0.001, 0.002, -0.002], "above") is None  # beyond MAX_SEEDS
+    assert t_seeds([1.0], "above") is None
+
+
+def test_claim_budgets_name_the_nearest_verdict():
+    diffs = [-1.0, 2.0, 0.5, 1.5]
+    assert claim2_budget(diffs, margin=0.1).startswith("~15 seeds per arm would resolve it as "
+                                                       "*reproduces*")
+    # claim 1 reproduces only when both GRPO's growth and the paired gap are above 0: the later
+    # of the two (growth at 15 seeds, gap already at 4)
+    assert claim1_budget(diffs, [1.0, 2.0, 3.0, 4.0], margin=0.1).startswith("~15 seeds")
+    flat = [0.001, -0.001, 0.002, -0.002]
+    assert claim2_budget(flat, margin=1e-6).startswith(f"no verdict within {MAX_SEEDS} seeds")
+
+
+def test_attach_effect_budget_only_on_not_resolved_rows():
+    fits = [SimpleNamespace(level="group", variant=v, scale="s", eval_set="in_dist",
+                            curve=SimpleNamespace(n_runs=4)) for v in ("grpo", "gspo", "dapo")]
+    effects = pd.DataFrame([
+        {"scale": "s", "variant": "gspo", "vs": "grpo", "dA": 0.018, "dA_lo": -0.027,
+         "dA_hi": 0.079, "verdict": "not resolved"},
+        {"scale": "s", "variant": "dapo", "vs": "grpo", "dA": 0.015, "dA_lo": -0.007,
+         "dA_hi": 0.030, "verdict": "no effect on A"}])
+    out = attach_effect_budget(effects, fits, "in_dist", 0.05)
+    assert list(out["resolve_at"]) == ["no effect on A at 15 seeds", ""]
+
+
+def test_a_reports_effects_carry_the_budget(tmp_path):
+    """End to end on synthetic runs: an arm that scatters between seeds (sd of A 0.06 over 3
+    seeds) is not resolved against a quiet reference; effects.csv names the seeds that would
+    resolve it and the report states the rule."""
+    from analysis.report import AnalysisOptions, run_analysis
+    from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+    rng = np.random.default_rng(3)
+    for algo, sd in (("grpo", 0.01), ("gspo", 0.06)):
+        for seed in range(3):
+            write_run(tmp_path / "sweep" / f"{algo}-s{seed}", RunSpec(
+                config=make_config(algo, "tiny-1m", seed),
+                curves={"in_dist": CurveSpec(0.6 + rng.normal(0, sd), 1.5, 30e12, 0.25)},
+                steps=200, eval_every=10, n_items=256, k=4, seed=50 + seed))
+    done = run_analysis(AnalysisOptions(str(tmp_path / "sweep"), n_boot=200, per_run=False,
+                                        margin=0.05))
+    row = done["tables"]["effects"].iloc[0]
+    assert row["variant"] == "gspo" and row["verdict"] == "not resolved", row.to_dict()
+    verdict, seeds = effect_seeds(row["dA"], row["dA_lo"], row["dA_hi"], 3, 0.05)
+    assert seeds is not None and seeds > 3
+    assert row["resolve_at"] == f"{verdict} at {seeds} seeds"
+    assert "`resolve_at` (not resolved rows)" in (done["out"] / "report.md").read_text()
