@@ -315,7 +315,7 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
                   if verdict == "not resolved" and "resolve_at" in sub else "")
         out.append(_claim(3, text3, verdict, f"{flt} vs {grpo}, " + "; ".join(parts),
                           budget and f"the filter's dA interval would resolve ({budget}), if "
-                          "its point estimate held (sqrt(seeds) rule, analysis/resolve.py)"))
+                          "its point estimate held (t rule, analysis/resolve.py)"))
     else:
         out.append(_claim(3, text3, "not tested",
                           "needs grpo and a fitted grpo+group_filter=... ablation"))

@@ -5,11 +5,11 @@ The answer is a number of seeds per arm, from the runs' own intervals, under two
 assumptions: the point estimate holds (the effect is what these runs measured), and the interval
 narrows as seeds are added the way a mean over independent seeds does.
 
-* Design-choice effects (dA, a paired bootstrap over seeds): each half-width of the dA interval
-  shrinks as ``sqrt(n / n')`` from n to n' seeds per arm. The percentile intervals of few seeds
-  are widened (analysis.bootstrap), and that widening also shrinks with more seeds, so this rule
-  errs toward too many seeds. Wobble within a run and eval-item noise that seeds do not average
-  away are assumed small beside the seed-to-seed spread (the planner measures all three).
+* Design-choice effects (dA, a paired bootstrap over seeds): the percentile interval of a mean
+  over n seeds, widened for few seeds by sqrt(n / (n - 1)) t / z (analysis.bootstrap), is a t
+  interval, so each half-width of the dA interval scales as ``t_{0.975, n-1} / sqrt(n)`` from n
+  to n' seeds per arm. Wobble within a run and eval-item noise that seeds do not average away
+  are assumed small beside the seed-to-seed spread (the planner simulates all three).
 * Claims 1 and 2 (Student t intervals over per-run values): the half-width
   ``t_{0.975, n'-1} s / sqrt(n')`` with the observed sd ``s``.
 
@@ -33,14 +33,23 @@ from scipy import stats
 MAX_SEEDS = 64
 
 RULE = ("`resolve_at` (not resolved rows): the seeds per arm at which this dA interval would "
-        "resolve, if the point estimate held and each half-width shrank as sqrt(seeds now / "
-        f"seeds then) (analysis/resolve.py; up to {MAX_SEEDS} seeds): *no effect on A* where "
-        "|dA| is below the margin, *moved A* where it is not.")
+        "resolve, if the point estimate held and each half-width scaled as t_{0.975, n-1} / "
+        f"sqrt(n) with the seeds n (analysis/resolve.py; up to {MAX_SEEDS} seeds): *no effect on "
+        "A* where |dA| is below the margin, *moved A* where it is not.")
 
 
-def _seeds_for_factor(n: int, f: float) -> int:
-    """Smallest n' with sqrt(n / n') < f (the half-widths scaled by less than f)."""
-    return n if f > 1 else math.floor(n / f ** 2) + 1
+def _t_scale(n: int) -> float:
+    """Half-width of a 95% t interval over n values, per unit sd."""
+    return float(stats.t.ppf(0.975, n - 1)) / math.sqrt(n)
+
+
+def _seeds_for_factor(n: int, f: float, max_seeds: int) -> int | None:
+    """Smallest n' >= n whose t half-width is less than f times that of n (None beyond
+    ``max_seeds``)."""
+    if f > 1:
+        return n
+    target = f * _t_scale(n)
+    return next((m for m in range(n + 1, max_seeds + 1) if _t_scale(m) < target), None)
 
 
 def effect_seeds(dA: float, lo: float, hi: float, n: int, margin: float,
@@ -59,8 +68,7 @@ def effect_seeds(dA: float, lo: float, hi: float, n: int, margin: float,
         verdict = "moved A"
         f = (dA / below if below > 0 else np.inf) if dA > 0 else (
             -dA / above if above > 0 else np.inf)
-    seeds = _seeds_for_factor(n, f)
-    return verdict, (seeds if seeds <= max_seeds else None)
+    return verdict, _seeds_for_factor(n, f, max_seeds)
 
 
 def t_seeds(values, kind: str, margin: float | None = None,
@@ -74,7 +82,7 @@ def t_seeds(values, kind: str, margin: float | None = None,
         return None
     m, s = float(v.mean()), float(v.std(ddof=1))
     for n in range(max(v.size, 2), max_seeds + 1):
-        h = float(stats.t.ppf(0.975, n - 1)) * s / math.sqrt(n)
+        h = _t_scale(n) * s
         if ((kind == "above" and m - h > 0) or (kind == "below" and m + h < 0)
                 or (kind == "inside" and margin is not None and -margin < m - h
                     and m + h < margin)):

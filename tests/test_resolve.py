@@ -1,6 +1,6 @@
 """What budget would resolve a *not resolved* verdict (analysis/resolve.py), against numbers
-computed by hand from the stated rules: dA half-widths shrink as sqrt(n / n'); a claim's t
-interval is t_{0.975, n'-1} s / sqrt(n') with the observed mean and sd (t quantiles from a table).
+computed by hand from the stated rule: a 95% interval's half-width over n seeds scales as
+t_{0.975, n-1} / sqrt(n) (t quantiles from a table), with the observed mean (and, for claims, sd).
 """
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ from analysis.resolve import (MAX_SEEDS, attach_effect_budget, claim1_budget, cl
 
 def test_effect_seeds_by_hand():
     # study-m4's GSPO row: dA +0.018 [-0.027, +0.079], 4 seeds, margin 0.05. The upper half-width
-    # 0.061 must shrink below 0.05 - 0.018 = 0.032: f = 0.5246, n' > 4 / 0.2752 = 14.5 -> 15
-    assert effect_seeds(0.018, -0.027, 0.079, 4, 0.05) == ("no effect on A", 15)
-    # |dA| 0.08 >= margin: the lower half-width 0.10 must shrink below 0.08: f 0.8, n' > 6.25 -> 7
-    assert effect_seeds(0.08, -0.02, 0.18, 4, 0.05) == ("moved A", 7)
-    assert effect_seeds(-0.08, -0.18, 0.02, 4, 0.05) == ("moved A", 7)  # mirrored
+    # 0.061 must shrink below 0.05 - 0.018 = 0.032, by f = 0.52459: t/sqrt(n) below
+    # 0.52459 x 3.1824 / 2 = 0.8347; n 8: 2.3646 / 2.8284 = 0.8360 (not yet), n 9: 2.3060 / 3 = 0.7687
+    assert effect_seeds(0.018, -0.027, 0.079, 4, 0.05) == ("no effect on A", 9)
+    # |dA| 0.08 >= margin: the lower half-width 0.10 must shrink below 0.08, f 0.8: t/sqrt(n)
+    # below 1.2730; n 5: 2.7764 / 2.2361 = 1.2417
+    assert effect_seeds(0.08, -0.02, 0.18, 4, 0.05) == ("moved A", 5)
+    assert effect_seeds(-0.08, -0.18, 0.02, 4, 0.05) == ("moved A", 5)  # mirrored
     # an estimate at the margin's edge: no affordable budget
     assert effect_seeds(0.0499, -0.03, 0.13, 4, 0.05) == ("no effect on A", None)
     # an interval already inside the margin needs no more seeds than it has
@@ -64,7 +66,7 @@ def test_attach_effect_budget_only_on_not_resolved_rows():
         {"scale": "s", "variant": "dapo", "vs": "grpo", "dA": 0.015, "dA_lo": -0.007,
          "dA_hi": 0.030, "verdict": "no effect on A"}])
     out = attach_effect_budget(effects, fits, "in_dist", 0.05)
-    assert list(out["resolve_at"]) == ["no effect on A at 15 seeds", ""]
+    assert list(out["resolve_at"]) == ["no effect on A at 9 seeds", ""]
 
 
 def test_a_reports_effects_carry_the_budget(tmp_path):
