@@ -231,11 +231,16 @@ def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,
             reach.append(max(abs(lo), abs(hi)))
         if np.isfinite(b_lo) and np.isfinite(b_hi) and b_lo > 0:
             logb.append(np.log(b_hi) - np.log(b_lo))
-    def med(v):
-        return float(np.median(v)) if v else float("nan")
+    def q(v, p):
+        return float(np.quantile(v, p)) if v else float("nan")
+    w = np.asarray(widths, float)
     return {"identified_rate": identified / n_sweeps if n_sweeps else float("nan"),
-            "dA_width": med(widths), "B_log_width": med(logb),
-            "equiv_margin80": float(np.quantile(reach, 0.8)) if reach else float("nan")}
+            "dA_width": q(widths, 0.5), "dA_width_p10": q(widths, 0.1),
+            "dA_width_p90": q(widths, 0.9),
+            "p_within_1.5x": float(np.mean((w >= q(widths, 0.5) / 1.5) & (w <= 1.5 * q(widths, 0.5))))
+            if w.size else float("nan"),
+            "B_log_width": q(logb, 0.5),
+            "equiv_margin80": q(reach, 0.8)}
 
 
 def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: int = 0,
@@ -272,7 +277,8 @@ def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: i
                          "mde_A": max(MDE_FACTOR * w["dA_width"], margin)
                          if np.isfinite(w["dA_width"]) else float("nan")})
     cols = ["scale", "variant", "vs", "seeds", "steps", "eval", "identified_rate", "dA_width",
-            "B_log_width", "B_ratio_factor", "mde_A", "equiv_margin80"]
+            "dA_width_p10", "dA_width_p90", "p_within_1.5x", "B_log_width", "B_ratio_factor",
+            "mde_A", "equiv_margin80"]
     return pd.DataFrame(rows, columns=cols + (["noise"] if pilot.by_variant else []))
 
 
@@ -322,11 +328,15 @@ def planned_vs_achieved(plan: dict, effects: pd.DataFrame) -> pd.DataFrame:
         pred = comps.get(label) or {}
         achieved = rec["dA_hi"] - rec["dA_lo"]
         p = float(pred.get("dA_width", np.nan))
+        lo, hi = (float(pred.get(k) if pred.get(k) is not None else np.nan)
+                  for k in ("dA_width_p10", "dA_width_p90"))
         rows.append({"comparison": label, "predicted_dA_width": p, "achieved_dA_width": achieved,
                      "ratio": achieved / p if np.isfinite(p) and p > 0 else np.nan,
-                     "verdict": rec["verdict"]})
+                     "predicted_80pct": f"{lo:.3f}-{hi:.3f}" if np.isfinite(lo) else "",
+                     "in_80pct": (bool(lo <= achieved <= hi) if np.isfinite(lo) and np.isfinite(hi)
+                                  else None), "verdict": rec["verdict"]})
     return pd.DataFrame(rows, columns=["comparison", "predicted_dA_width", "achieved_dA_width",
-                                       "ratio", "verdict"])
+                                       "ratio", "predicted_80pct", "in_80pct", "verdict"])
 
 
 def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
@@ -367,7 +377,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
 
     comps = {f"{r['variant']} @ {r['scale']}": {
         k: (round(float(r[k]), 4) if np.isfinite(r[k]) else None)
-        for k in ("dA_width", "B_ratio_factor", "mde_A", "equiv_margin80", "identified_rate")}
+        for k in ("dA_width", "dA_width_p10", "dA_width_p90", "B_ratio_factor", "mde_A",
+                  "equiv_margin80", "identified_rate") if k in r}
         for r in table.to_dict("records")}
     nz = pilot.noise
     block = {"plan": {
@@ -403,89 +414,6 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
     path.write_text("".join(out[:head]) + text + "".join(out[head:]))
 
 
-# ------------------------------------------------------------------------------------------------
-# The report's section
-# ------------------------------------------------------------------------------------------------
 # the parts of a NoiseModel that are noise (not the simulated truth): what a study's own reference
 # runs measure and its calibration simulates
 MEASURED_NOISE = ("seed_sd_A", "seed_sd_logB", "item_spread", "wobble_sd", "wobble_rho_step")
-
-
-def study_noise(fits, reference: str, primary: str, schedule) -> PilotNoise | None:
-    """The noise a study's own reference runs measure (:func:`noise_from_fits` with the
-    schedule's samples per item), or None where the study has no fitted reference."""
-    groups = list(schedule or ())
-    if not groups:
-        return None
-    ref = [g for g in groups if g.variant == reference]
-    try:
-        return noise_from_fits(fits, reference, primary, k=(ref or groups)[0].k)
-    except ValueError:
-        return None
-
-
-def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None,
-                        ref_steps: int | None = None) -> NoiseModel:
-    """``base`` (the simulated truth) with the noise ``pilot`` measured: seed sd of A and log B,
-    item spread, within-run wobble (:data:`MEASURED_NOISE`). With ``ref_steps`` (the reference
-    group's steps) and an identified reference fit, the null truth becomes the measured curve
-    too: A, B and C_mid (as a fraction of ``ref_steps``). ``base`` itself without a pilot."""
-    if pilot is None:
-        return base
-    out = replace(base, **{f: getattr(pilot.noise, f) for f in MEASURED_NOISE})
-    if ref_steps and pilot.identified and np.isfinite(pilot.mid_steps) and pilot.mid_steps > 0:
-        out = replace(out, A=pilot.noise.A, B=pilot.noise.B, mid_frac=pilot.mid_steps / ref_steps)
-    return out
-
-
-def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The planner's predictions for this study's own schedule and noise, and the spec's
-    pre-registered widths beside the achieved ones (analysis.plan). ``schedule``: the study's
-    groups as it ran them (:func:`analysis.schedule.schedule_from_results`: steps, eval interval,
-    seeds, eval items and samples per item), so the prediction simulates the design that ran;
-    ``pilot``: the noise its reference runs measured (:func:`study_noise`; measured here when
-    not given)."""
-    planned = pd.DataFrame()
-    for spec in specs:
-        if spec.get("plan") and len(effects):
-            planned = planned_vs_achieved(spec["plan"], effects)
-    if opt.plan <= 0 or not schedule:
-        return pd.DataFrame(), planned
-    groups = list(schedule)
-    pilot = pilot or study_noise(fits, opt.reference, primary, schedule)
-    if pilot is None:
-        return pd.DataFrame(), planned
-    table = predict(groups, pilot, opt.plan, opt.seed, opt.margin, opt.reference)
-    if len(effects) and len(table):
-        ach = effects.assign(achieved_dA_width=effects["dA_hi"] - effects["dA_lo"])
-        table = table.merge(ach[["scale", "variant", "achieved_dA_width", "verdict"]],
-                            on=["scale", "variant"], how="left")
-        table["ratio"] = table["achieved_dA_width"] / table["dA_width"]
-    table.attrs["notes"] = pilot.notes  # after the merge, which drops attrs
-    return table, planned
-
-
-def planner_section(r, table: pd.DataFrame, planned: pd.DataFrame, opt) -> None:
-    """The report's planner section (``r``: an analysis.report.Report)."""
-    r.h("What this design can resolve (power planner)")
-    if len(planned):
-        ok = planned["ratio"].between(1 / 1.5, 1.5)
-        r.p(f"Pre-registered in the sweep spec (`plan:`, written by `rlablate plan` before the "
-            f"runs) vs achieved: {int(ok.sum())} of {int(planned['ratio'].notna().sum())} "
-            "achieved dA widths within a factor 1.5 of the prediction.")
-        r.table(planned)
-    if table is None or table.empty:
-        r.p("No planner predictions in this run (`--plan 0`, or no fitted reference); "
-            "`rlablate plan SPEC --pilot DIR` predicts them for a sweep spec.")
-        return
-    r.p(f"{opt.plan} simulated sweeps per comparison with this study's own schedule and the "
-        f"noise measured on its reference `{opt.reference}` ("
-        + "; ".join(table.attrs.get("notes", ())) + "), analysed with this report's fits and "
-        "bootstrap. dA_width: median 95% width of dA under no effect; mde_A: the smallest |dA| "
-        "a *moved A* verdict resolves with 80% power (never below the margin); equiv_margin80: "
-        "the tightest margin a *no effect on A* verdict reaches in 80% of sweeps; ratio = "
-        "achieved / predicted width. Assumptions: the variant's noise equals the reference's, "
-        "seed effects independent between variants (pairing can only narrow the achieved "
-        "intervals), eval items shared by every run, compute proportional to the step.")
-    r.table(table)

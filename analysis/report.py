@@ -208,7 +208,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
     from analysis.schedule import schedule_from_results
     schedule = schedule_from_results(runs, results.evals, primary)  # the design as it ran
-    from analysis.plan import plan_tables, study_noise, with_measured_noise
+    from analysis.plan_report import plan_tables, study_noise, with_measured_noise
     measured = study_noise(fits, opt.reference, primary, schedule)  # this study's own noise
     calibration = pd.DataFrame()
     if opt.calibrate > 0:
@@ -389,7 +389,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
     calibration_section(r, t["calibration"], opt)
-    from analysis.plan import planner_section
+    from analysis.plan_report import planner_section
     planner_section(r, t["plan"], t["planned"], opt)
     if len(t["halving"]):
         from analysis.halving import halving_section

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis import plan
+from analysis import plan, plan_report
 from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
 from analysis.claims import effect_intervals, effect_verdict
 from analysis.fit import FitWindow
@@ -168,6 +168,28 @@ def test_predicted_widths_shrink_with_seeds_and_match_a_direct_simulation(tmp_pa
     assert row["variant"] == "grpo+x=1"
     assert row["dA_width"] == pytest.approx(w[8]["dA_width"], rel=0.3)
     assert row["mde_A"] == pytest.approx(0.7143 * row["dA_width"], rel=1e-3)
+    # the spread of the width itself: its 10th-90th percentiles bracket the median, and the
+    # share of sweeps within a factor 1.5 of the median is a probability
+    assert row["dA_width_p10"] <= row["dA_width"] <= row["dA_width_p90"]
+    assert 0 < row["p_within_1.5x"] <= 1
+
+
+def test_planned_vs_achieved_checks_the_predicted_range():
+    """A pre-registered plan with its 80% range: an achieved width inside it reads True, one
+    outside False, and one without a recorded range None; ratios by hand."""
+    import pandas as pd
+    spec_plan = {"comparisons": {
+        "a @ s": {"dA_width": 0.06, "dA_width_p10": 0.045, "dA_width_p90": 0.08},
+        "b @ s": {"dA_width": 0.06, "dA_width_p10": 0.045, "dA_width_p90": 0.08},
+        "c @ s": {"dA_width": 0.06}}}
+    effects = pd.DataFrame([
+        {"scale": "s", "variant": "a", "dA_lo": -0.03, "dA_hi": 0.04, "verdict": "x"},
+        {"scale": "s", "variant": "b", "dA_lo": -0.05, "dA_hi": 0.06, "verdict": "x"},
+        {"scale": "s", "variant": "c", "dA_lo": -0.03, "dA_hi": 0.03, "verdict": "x"}])
+    out = plan.planned_vs_achieved(spec_plan, effects).set_index("comparison")
+    assert out.loc["a @ s", "ratio"] == pytest.approx(0.07 / 0.06)
+    assert list(out["in_80pct"]) == [True, False, None]
+    assert out.loc["b @ s", "predicted_80pct"] == "0.045-0.080"
 
 
 def _arm(root, algo, a_sd, seeds=(0, 1, 2, 3), A=0.55, scale="tiny-1m"):
@@ -247,7 +269,7 @@ def test_the_reports_planner_simulates_the_design_that_ran(tmp_path):
     schedule = schedule_from_results(assign_groups(results, axes), results.evals)
     assert {(g.n_items, g.k) for g in schedule} == {(512, 1)}
     opt = SimpleNamespace(plan=4, seed=0, margin=0.05, reference="grpo")
-    table, _ = plan.plan_tables(opt, fits, pd.DataFrame(), "in_dist", [], schedule)
+    table, _ = plan_report.plan_tables(opt, fits, pd.DataFrame(), "in_dist", [], schedule)
     assert list(table["variant"]) == ["dapo"] and list(table["eval"]) == ["512x1"]
     assert any("k = 1" in n for n in table.attrs["notes"])
 
@@ -366,17 +388,17 @@ def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path
     axes = detect_axes(results)
     fits = fit_all(results, axes, window=FitWindow(), n_boot=50, per_run=True)
     schedule = schedule_from_results(assign_groups(results, axes), results.evals)
-    measured = plan.study_noise(fits, "grpo", "in_dist", schedule)
+    measured = plan_report.study_noise(fits, "grpo", "in_dist", schedule)
     assert measured is not None and measured.noise.seed_sd_A > 0.02
     base = NoiseModel(R0=0.3)
-    mixed = plan.with_measured_noise(base, measured)
+    mixed = plan_report.with_measured_noise(base, measured)
     assert mixed.R0 == 0.3 and mixed.A == base.A  # the truths stay
     assert {f: getattr(mixed, f) for f in plan.MEASURED_NOISE} == {
         f: getattr(measured.noise, f) for f in plan.MEASURED_NOISE}
-    assert plan.with_measured_noise(base, None) is base
+    assert plan_report.with_measured_noise(base, None) is base
     # with the reference's steps and an identified reference fit, the null truth is its curve
     assert measured.identified
-    curve = plan.with_measured_noise(base, measured, ref_steps=200)
+    curve = plan_report.with_measured_noise(base, measured, ref_steps=200)
     assert (curve.A, curve.B) == (measured.noise.A, measured.noise.B)
     assert curve.mid_frac == pytest.approx(measured.mid_steps / 200)
     assert curve.R0 == 0.3

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from analysis.resolve import (MAX_SEEDS, attach_effect_budget, claim1_budget, claim2_budget,
                               effect_seeds, t_seeds)
