@@ -37,6 +37,10 @@ from analysis.schedule import REFERENCE, Group
 
 Z95, Z80 = 1.959963984540054, 0.8416212335729143
 MDE_FACTOR = (Z95 + Z80) / (2 * Z95)  # smallest resolvable |dA| per unit of interval width
+# the parts of a NoiseModel that are noise (not the simulated truth): what a study's own reference
+# runs measure and its calibration simulates; an arm's own runs measure all but the item spread
+MEASURED_NOISE = ("seed_sd_A", "seed_sd_logB", "item_spread", "wobble_sd", "wobble_rho_step")
+VARIANT_NOISE = ("seed_sd_A", "seed_sd_logB", "wobble_sd", "wobble_rho_step")
 
 
 @dataclass(frozen=True)
@@ -233,14 +237,12 @@ def simulate_widths(ref: Group, var: Group, noise: NoiseModel, mid_steps: float,
             logb.append(np.log(b_hi) - np.log(b_lo))
     def q(v, p):
         return float(np.quantile(v, p)) if v else float("nan")
-    w = np.asarray(widths, float)
+    med = q(widths, 0.5)
     return {"identified_rate": identified / n_sweeps if n_sweeps else float("nan"),
-            "dA_width": q(widths, 0.5), "dA_width_p10": q(widths, 0.1),
-            "dA_width_p90": q(widths, 0.9),
-            "p_within_1.5x": float(np.mean((w >= q(widths, 0.5) / 1.5) & (w <= 1.5 * q(widths, 0.5))))
-            if w.size else float("nan"),
-            "B_log_width": q(logb, 0.5),
-            "equiv_margin80": q(reach, 0.8)}
+            "dA_width": med, "dA_width_p10": q(widths, 0.1), "dA_width_p90": q(widths, 0.9),
+            "p_within_1.5x": float(np.mean([med / 1.5 <= x <= 1.5 * med for x in widths]))
+            if widths else float("nan"),
+            "B_log_width": q(logb, 0.5), "equiv_margin80": q(reach, 0.8)}
 
 
 def predict(groups: list[Group], pilot: PilotNoise, n_sweeps: int = 100, seed: int = 0,
@@ -394,8 +396,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
         "comparisons": comps}}
     if pilot.by_variant:  # the arms planned with their own measured noise
         block["plan"]["noise_by_variant"] = {
-            f"{v} @ {sc}": {f: round(float(getattr(nv, f)), 4) for f in MEASURED_NOISE
-                            if f != "item_spread"} for (v, sc), nv in pilot.by_variant}
+            f"{v} @ {sc}": {f: round(float(getattr(nv, f)), 4) for f in VARIANT_NOISE}
+            for (v, sc), nv in pilot.by_variant}
     text = yaml.safe_dump(block, sort_keys=False, width=100)
     path = Path(spec_path)
     lines = path.read_text().splitlines(keepends=True)
@@ -413,7 +415,3 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
         head += 1
     path.write_text("".join(out[:head]) + text + "".join(out[head:]))
 
-
-# the parts of a NoiseModel that are noise (not the simulated truth): what a study's own reference
-# runs measure and its calibration simulates
-MEASURED_NOISE = ("seed_sd_A", "seed_sd_logB", "item_spread", "wobble_sd", "wobble_rho_step")
