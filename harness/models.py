@@ -91,9 +91,15 @@ def tiny_model_config(cfg, tok: PreTrainedTokenizerFast):
 
 
 def build_model(cfg, tok: PreTrainedTokenizerFast, init_seed: int) -> PreTrainedModel:
-    """Tiny: random init from a transformers config under `init_seed`. Pretrained: from_pretrained."""
+    """Tiny: random init from a transformers config under `init_seed`. Pretrained: from_pretrained.
+
+    Every load passes ``use_kernels=False``: transformers >= 5.2x defaults to replacing layers with
+    kernels downloaded from the Hub when the model goes to CUDA (``model.train()`` kernelizes), which
+    fails offline (a SLURM node, HF_HUB_OFFLINE=1: seen on the H200 device check) and would change
+    the numerics of one arm of a controlled comparison behind the config's back."""
     if from_path(cfg.model.scale):
-        model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model.path, dtype=torch.float32,
+                                                     use_kernels=False)
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
@@ -107,7 +113,7 @@ def load_model(path: str | Path) -> PreTrainedModel:
     """Load a saved (e.g. warm-started) model directory."""
     AutoConfig.from_pretrained(path)  # fail early with transformers' own message
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
-                                                attn_implementation="sdpa")
+                                                attn_implementation="sdpa", use_kernels=False)
 
 
 def count_params(model: torch.nn.Module) -> int:

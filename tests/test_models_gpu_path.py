@@ -38,7 +38,7 @@ def _batch(model, tok, task, n=8, seed=0):
     items, _ = task.take("train", 0, n)
     ro = HFEngine(model, tok).generate([i.prompt for i in items], max_new_tokens=12, temperature=1.0)
     mask = ro.response_mask.float()
-    adv = torch.tensor([1.0, -1.0] * (n // 2)).unsqueeze(-1) * mask
+    adv = torch.tensor([1.0, -1.0] * (n // 2), device=mask.device).unsqueeze(-1) * mask
     return ro, StepBatch(ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                          loss_mask=mask, adv=adv, logp_old=ro.logprobs,
                          correct=torch.zeros(n, dtype=torch.bool))

@@ -153,8 +153,8 @@ def compute_gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.T
         else lam.to(values.dtype)
     v = values * mask
     adv = torch.zeros_like(v)
-    nxt_v = torch.zeros(B, dtype=v.dtype)
-    nxt_a = torch.zeros(B, dtype=v.dtype)
+    nxt_v = torch.zeros(B, dtype=v.dtype, device=v.device)
+    nxt_a = torch.zeros(B, dtype=v.dtype, device=v.device)
     for t in reversed(range(T)):
         m = mask[:, t]
         delta = token_rewards[:, t] + gamma * nxt_v - v[:, t]
@@ -169,7 +169,7 @@ def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor, token_rewar
     """(B, T): the outcome reward on the last response token, plus any per-token rewards."""
     last = mask.sum(-1).long().clamp(min=1) - 1
     out = torch.zeros_like(mask, dtype=rewards.dtype)
-    out[torch.arange(len(rewards)), last] = rewards
+    out[torch.arange(len(rewards), device=last.device), last] = rewards
     out = out * mask
     return out if token_rewards is None else out + token_rewards * mask
 
@@ -209,7 +209,7 @@ def overlong_penalty(lengths: torch.Tensor, *, max_len: int, cache: int) -> torc
     0 if |y| <= L_max - L_cache; ((L_max - L_cache) - |y|) / L_cache up to L_max; -1 beyond.
     L_max = the generation limit; cache = 0 turns it off."""
     if cache <= 0:
-        return torch.zeros(len(lengths))
+        return torch.zeros(len(lengths), device=lengths.device)
     y = lengths.float()
     soft = ((max_len - cache) - y) / cache
     return torch.where(y <= max_len - cache, torch.zeros_like(y),

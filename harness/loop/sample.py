@@ -86,6 +86,7 @@ def sample(p: Parts) -> Sampled:
         pad_id=p.tok.pad_token_id)
     p.train_set.record(drawn, scores, r.group_size)  # per-item history (finite set only)
     p.meter.generated(p.n_params, ro)  # discarded generations cost compute too
+    scores = scores.to(ro.lengths.device)  # the verifier's floats join the rollout's device
     rewards = scores + algos.overlong_penalty(ro.lengths, max_len=r.max_new_tokens,
                                               cache=a.overlong_cache)  # DAPO shaping
     return Sampled(ro, scores, rewards, kept, rounds)

@@ -282,7 +282,7 @@ def _offline_step(p: Parts, step: int, pretrain_losses: list) -> dict:
 def _dropped(sampled, a):
     """(response_mask, rewards) of the rows the group filter dropped, when a batch-level advantage's
     statistics count them (the scope's `counts_dropped`, algo.adv_batch_scope); else None."""
-    kept = torch.zeros(len(sampled.rewards), dtype=torch.bool)
+    kept = torch.zeros(len(sampled.rewards), dtype=torch.bool, device=sampled.rewards.device)
     kept[sampled.kept] = True
     return algos.ADV_BATCH_SCOPES[a.adv_batch_scope](sampled.rollout.response_mask, sampled.rewards, kept)
 

@@ -118,8 +118,9 @@ def policy_backward(model, b: StepBatch, a: AlgoCfg, *, group_size: int, max_new
     skip = inert_rows(b, w, w_pos, a, entropy_acts=ent_coef > 0 or
                       algos.ENTROPY_CONTROLS.meta(a.entropy_control).adaptive)
     forwarded = False
+    keep = ~skip.cpu()  # row indices stay on the CPU (they index the device tensors fine)
     for j in torch.arange(len(b)).chunk(a.micro_batches):
-        j = j[~skip[j]]
+        j = j[keep[j]]
         if len(j) == 0:
             continue
         forwarded = True
