@@ -373,3 +373,20 @@ def test_shipped_gpu_config_and_sweep_resolve():
     assert by_size["7b"].resources["mem_gb"] == 160 and by_size["0.5b"].resources["mem_gb"] == 64
     assert all(r.resources["gpus_per_node"] == 1 for r in runs)
     assert by_size["7b"].cfg.rollout.gpu_memory_utilization == 0.35
+
+
+def test_loaded_models_do_not_take_kernels_from_the_hub(tmp_path):
+    """Regression (the H200 device check): transformers >= 5.2x's from_pretrained defaults to
+    use_kernels=True, and model.train() under CUDA then fetches layer kernels from the Hub, which
+    fails offline and changes one arm's numerics behind the config. Both loaders must switch it off."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    from harness.models import load_model
+    m = AutoModelForCausalLM.from_config(Qwen2Config(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=32))
+    m.save_pretrained(tmp_path / "m")
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "m").use_kernels  # the library's default
+    assert load_model(tmp_path / "m").use_kernels is False
+    cfg = load_config(None, ["model.scale=pretrained", f"model.path={tmp_path / 'm'}"])
+    pad_only = type("Tok", (), {"pad_token_id": 0})()  # build_model reads only the pad id here
+    assert build_model(cfg, pad_only, 0).use_kernels is False
