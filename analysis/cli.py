@@ -335,7 +335,7 @@ def run_plan(args: argparse.Namespace) -> int:
     """Predict the spec's interval widths from a pilot and print them (and the budget search)."""
     import time
 
-    from analysis import plan
+    from analysis import plan, wall
     from analysis.fit import FitError
     from analysis.report import format_markdown_table
     from analysis.schedule import read_schedule
@@ -370,11 +370,19 @@ def run_plan(args: argparse.Namespace) -> int:
     print(format_markdown_table(table))
     if args.out:
         table.to_csv(args.out, index=False)
+    costs, workers, wall_s = {}, wall.spec_workers(args.spec), None
+    if args.pilot:
+        costs = wall.run_costs(wall.pilot_run_dirs(args.pilot))
+        wall_s, line = wall.estimate(groups, costs, args.reference, workers)
+        print(line)
     budget = None
     ref = next((g for g in groups if g.variant == args.reference), None)
     if args.budget and ref is not None:
         budget = plan.budget_table(ref, pilot, args.target_width, max(args.sweeps // 2, 10),
                                    args.seed)
+        if costs:  # what each budget costs the whole sweep, in minutes on this spec's workers
+            budget["sweep_wall_min"] = wall.budget_walls(budget, groups, costs, args.reference,
+                                                         workers)
         print(f"budget search for a single-choice comparison at {ref.scale} (target dA width "
               f"{args.target_width}):")
         print(format_markdown_table(budget))
@@ -384,7 +392,7 @@ def run_plan(args: argparse.Namespace) -> int:
             f"{best.iloc[0]['eval']} (cost x{best.iloc[0]['cost']:.2f} of the spec's)"
             if len(best) else "none of the candidates (more seeds or a quieter regime needed)"))
     if args.write:
-        plan.write_plan(args.spec, table, pilot, args)
+        plan.write_plan(args.spec, table, pilot, args, wall_s=wall_s)
         print(f"wrote the plan into {args.spec} (key `plan`)")
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0

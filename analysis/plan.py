@@ -369,9 +369,11 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
     return with_variant_noise(out, fits, reference, eval_set) if per_variant else out
 
 
-def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
+def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
+               wall_s: float | None = None) -> None:
     """Pre-register: replace the spec's top-level ``plan:`` block (or insert one after the header
-    comments) with the predictions. Comments and every other key are kept as written."""
+    comments) with the predictions (and ``est_wall_min``, analysis/wall.py, when the pilot was
+    timed). Comments and every other key are kept as written."""
     import datetime
 
     import yaml
@@ -394,6 +396,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args) -> None:
                   "wobble_sd": round(nz.wobble_sd, 4),
                   "wobble_rho_step": round(nz.wobble_rho_step, 4)},
         "comparisons": comps}}
+    if wall_s is not None:
+        block["plan"]["est_wall_min"] = round(wall_s / 60, 1)
     if pilot.by_variant:  # the arms planned with their own measured noise
         block["plan"]["noise_by_variant"] = {
             f"{v} @ {sc}": {f: round(float(getattr(nv, f)), 4) for f in VARIANT_NOISE}

@@ -1,0 +1,119 @@
+"""The planner's wall-clock estimate (analysis/wall.py): each part worked by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import wall
+from analysis.schedule import Group
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(steps=4, step_s=0.5, every=2, n_items=100, k=2, eval_s=0.25):
+    """Metrics rows as the loop writes them: an eval at 0 and every `every` steps, each taking
+    `eval_s`, and `steps` train steps of `step_s`; compute/wall_s is cumulative."""
+    rows, t = [], 0.0
+    for step in range(steps + 1):
+        if step:
+            t += step_s
+            rows.append({"kind": "train", "step": step, "perf/step_s": step_s, "compute/wall_s": t})
+        if step % every == 0:
+            t += eval_s
+            rows.append({"kind": "eval", "step": step, "eval/in_dist/n_items": n_items,
+                         "eval/in_dist/k": k, "compute/wall_s": t})
+    return rows
+
+
+def test_a_run_splits_into_train_eval_and_fixed_seconds():
+    # 4 steps x 0.5 s = 2.0 s training; 3 evals x 0.25 s = 0.75 s over 100 x 2 sequences each;
+    # summary wall 3.25 s -> 0.5 s fixed, plus a 4.5 s launch
+    s = wall.split_run(_rows(), summary_wall=3.25, launch_s=4.5)
+    assert s["steps"] == 4 and s["n_evals"] == 3 and s["seqs"] == 200
+    assert s["train_s"] == pytest.approx(2.0) and s["eval_s"] == pytest.approx(0.75)
+    assert s["fixed_s"] == pytest.approx(0.5 + 4.5)
+    assert wall.split_run([{"kind": "train", "step": 1}], 1.0) is None  # no timing logged
+
+
+def test_a_runs_cost_for_another_design_by_hand():
+    c = wall.RunCost(train_s_per_step=0.5, eval_s_per_seq=0.75 / (3 * 200), fixed_s=5.0, n_runs=1)
+    # 400 steps, eval every 20 (21 evals) of 2048 x 1 sequences:
+    # 5 + 400 x 0.5 + 21 x 2048 x 0.00125 = 5 + 200 + 53.76
+    assert c.seconds(400, 20, 2048, 1) == pytest.approx(258.76)
+
+
+def test_list_schedule_by_hand():
+    # two workers, jobs in order 3, 3, 2, 2, 2: w1 = 3 + 2 + 2 = 7, w2 = 3 + 2 = 5
+    assert wall.list_schedule([3, 3, 2, 2, 2], 2) == 7
+    assert wall.list_schedule([3, 3, 2, 2, 2], 1) == 12
+    assert wall.list_schedule([10, 1, 1, 1], 2) == 10
+
+
+def _run_dir(sweep: Path, run_id: str, step_s: float, job_time: float, launch: float) -> Path:
+    d = sweep / run_id
+    d.mkdir(parents=True)
+    rows = _rows(step_s=step_s)
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary_wall = rows[-1]["compute/wall_s"] + 0.5
+    (d / "summary.json").write_text(json.dumps({"wall_s": summary_wall}))
+    end = job_time + summary_wall + launch
+    os.utime(d / "summary.json", (end, end))
+    with open(sweep / "jobs.jsonl", "a") as f:
+        f.write(json.dumps({"executor": "local", "run_id": run_id, "time": job_time}) + "\n")
+    return d
+
+
+def test_run_costs_take_the_mean_and_the_launch_from_the_job_records(tmp_path):
+    """The mean, not the median: one slow (run-away) run in three raises the arm's cost."""
+    sw = tmp_path / "pilot"
+    dirs = [_run_dir(sw, f"grpo-s{i}", s, 1e9 + 100 * i, 4.0) for i, s in enumerate((0.5, 0.5, 2.0))]
+    c = wall.run_costs({"grpo": dirs})["grpo"]
+    assert c.n_runs == 3
+    assert c.train_s_per_step == pytest.approx(1.0)         # (0.5 + 0.5 + 2.0) / 3
+    assert c.eval_s_per_seq == pytest.approx(0.75 / 600)    # 3 evals x 200 sequences
+    assert c.fixed_s == pytest.approx(0.5 + 4.0, abs=0.01)  # summary - cumulative, + launch
+
+
+def test_sweep_wall_charges_unpiloted_arms_as_the_reference():
+    c = {"grpo": wall.RunCost(1.0, 0.0, 0.0, 2), "dapo": wall.RunCost(2.0, 0.0, 0.0, 2)}
+    groups = [Group("grpo", "s", 10, 10, 2, 1, 1), Group("dapo", "s", 10, 10, 2, 1, 1),
+              Group("gspo", "s", 10, 10, 2, 1, 1)]
+    # runs: 10, 10, 20, 20, 10, 10 on 2 workers -> w1 10+20+10, w2 10+20+10 = 40
+    w, total, assumed = wall.sweep_wall(groups, c, "grpo", 2)
+    assert (w, total, assumed) == (40, 80, ["gspo"])
+    w, line = wall.estimate(groups, c, "grpo", 2)
+    assert "for 6 runs on 2 local worker(s)" in line and "gspo" in line
+    assert wall.estimate(groups, {}, "grpo", 2)[0] is None
+
+
+def test_plan_cli_prints_the_wall_by_hand(tmp_path):
+    """A synthetic pilot of GRPO (3 seeds) whose runs log 1.5 s a train step and 2.0 s of
+    cumulative wall a step: 200 steps = 300 s training + 100 s evals (21 evals), no launch record.
+    The spec runs GRPO and Dr. GRPO (timed as GRPO) x 3 seeds at the same design on one worker:
+    6 x 400 s = 40.0 min."""
+    import numpy as np
+    from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+    rng = np.random.default_rng(7)
+    for seed in range(3):
+        write_run(tmp_path / "pilot" / f"grpo-s{seed}", RunSpec(
+            config=make_config("grpo", "tiny-1m", seed),
+            curves={"in_dist": CurveSpec(0.55 + rng.normal(0, 0.01), 1.5, 30e12, 0.25)},
+            steps=200, eval_every=10, n_items=256, k=4, seed=100 + seed,
+            train=lambda step: {"perf/step_s": 1.5}))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nset: {train.steps: 200, eval.every: 10, eval.in_dist.n_items: 256, "
+                    "eval.in_dist.k: 4}\ngrid: {algo.preset: [grpo, dr_grpo]}\nseeds: [0, 1, 2]\n"
+                    "local: {parallel: 1}\n")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "plan", str(spec), "--pilot",
+                           str(tmp_path / "pilot"), "--sweeps", "10", "--no-budget"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("estimated wall:"))
+    assert line.startswith("estimated wall: 40.0 min for 6 runs on 1 local worker(s)"), line
+    assert "timed as grpo (the pilot did not run them): dr_grpo" in line
