@@ -10,6 +10,7 @@
 #    prints its first and last eval and seconds per step (log and metrics copied to $OUT when set).
 # Packages the GPU image lacks travel as wheels in .whl/ (and sdists in .whlsrc/, built there):
 # they are installed into /tmp/site first, which then precedes the image's own packages.
+# bench/gpu_wheels.sh fetches them (the versions .venv holds).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}

@@ -346,6 +346,7 @@ def test_gpu_check_script_runs_tiny_on_cpu():
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     assert subprocess.run(["bash", "-n", str(root / "bench" / "gpu_check.sh")]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(root / "bench" / "gpu_wheels.sh")]).returncode == 0
     p = subprocess.run([sys.executable, str(root / "bench" / "gpu_check.py"), "--tiny", "--device", "cpu"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
