@@ -40,18 +40,20 @@ def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None,
     return out
 
 
-def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None,
+                achieved_wall_s: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The planner's predictions for this study's own schedule and noise, and the spec's
     pre-registered widths beside the achieved ones (analysis.plan). ``schedule``: the study's
     groups as it ran them (:func:`analysis.schedule.schedule_from_results`: steps, eval interval,
     seeds, eval items and samples per item), so the prediction simulates the design that ran;
     ``pilot``: the noise its reference runs measured (:func:`study_noise`; measured here when
-    not given)."""
+    not given). ``achieved_wall_s``: what the sweep took (analysis.wall.achieved_wall), printed
+    beside the plan's ``est_wall_min``."""
     planned = pd.DataFrame()
     for spec in specs:
         if spec.get("plan") and len(effects):
             planned = planned_vs_achieved(spec["plan"], effects)
+            planned.attrs["wall"] = (spec["plan"].get("est_wall_min"), achieved_wall_s)
     if opt.plan <= 0 or not schedule:
         return pd.DataFrame(), planned
     groups = list(schedule)
@@ -83,6 +85,11 @@ def planner_section(r, table: pd.DataFrame, planned: pd.DataFrame, opt) -> None:
                "90th percentile of the simulated widths)" if planned["in_80pct"].notna().any()
                else "") + ".")
         r.table(planned)
+        est, took = planned.attrs.get("wall", (None, None))
+        if est is not None and took is not None:
+            r.p(f"Pre-registered wall (`est_wall_min`, analysis/wall.py): {est:.1f} min; the "
+                f"runs took {took / 60:.1f} min (first job record to the last run's summary; "
+                f"ratio {took / 60 / est:.2f}).")
     if table is None or table.empty:
         r.p("No planner predictions in this run (`--plan 0`, or no fitted reference); "
             "`rlablate plan SPEC --pilot DIR` predicts them for a sweep spec.")

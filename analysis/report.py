@@ -224,8 +224,9 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         calibration.attrs["measured"] = (measured is not None, bool(measured and measured.identified))
         effects = attach_false_positive(effects, calibration)
         claims = attach_claim_false_positive(claims, calibration)
+    from analysis.wall import achieved_wall
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
-                                      measured)
+                                      measured, achieved_wall(root))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     halving = pd.DataFrame()

@@ -208,3 +208,29 @@ def budget_walls(budget: pd.DataFrame, groups, costs: dict[str, RunCost], refere
         except ValueError:
             out.append(float("nan"))
     return out
+
+
+def achieved_wall(root: str | Path) -> float | None:
+    """Seconds from the first job record (``jobs.jsonl``) of the sweep(s) at or below ``root`` to
+    the last write of any of their runs' summaries: what the sweep took, launches and gaps
+    included (a resumed sweep counts its pause). None without job records."""
+    root = Path(root)
+    first, last = None, None
+    for sweep_dir in [root, *sorted(p for p in root.glob("*") if p.is_dir())]:
+        try:
+            lines = (sweep_dir / "jobs.jsonl").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if "time" not in rec or "run_id" not in rec:
+                continue
+            first = float(rec["time"]) if first is None else min(first, float(rec["time"]))
+            summ = sweep_dir / rec["run_id"] / "summary.json"
+            if summ.exists():
+                m = summ.stat().st_mtime
+                last = m if last is None else max(last, m)
+    return None if first is None or last is None else last - first

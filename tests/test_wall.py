@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from types import SimpleNamespace
 
 from analysis import wall
 from analysis.schedule import Group
@@ -117,3 +118,40 @@ def test_plan_cli_prints_the_wall_by_hand(tmp_path):
     line = next(x for x in done.stdout.splitlines() if x.startswith("estimated wall:"))
     assert line.startswith("estimated wall: 40.0 min for 6 runs on 1 local worker(s)"), line
     assert "timed as grpo (the pilot did not run them): dr_grpo" in line
+
+
+def test_achieved_wall_and_the_reports_line(tmp_path):
+    """First job record to the last summary write; the report prints it beside est_wall_min."""
+    sw = tmp_path / "study"
+    for i, s in enumerate((0.5, 0.5, 2.0)):
+        _run_dir(sw, f"r{i}", s, 1e9 + 100 * i, 4.0)
+    # the last run: job at 1e9 + 200; its summary wall = 4 x 2.0 + 3 x 0.25 + 0.5 = 9.25; + 4.0
+    assert wall.achieved_wall(tmp_path) == pytest.approx(200 + 9.25 + 4.0, abs=0.01)
+    assert wall.achieved_wall(tmp_path / "nothing") is None
+    import pandas as pd
+    from analysis.plan_report import planner_section
+    from analysis.report import Report
+    planned = pd.DataFrame([{"comparison": "dapo @ s", "predicted_dA_width": 0.05,
+                             "achieved_dA_width": 0.06, "ratio": 1.2, "predicted_80pct": "",
+                             "in_80pct": None, "verdict": "not resolved"}])
+    planned.attrs["wall"] = (40.0, 44 * 60)
+    r = Report()
+    planner_section(r, pd.DataFrame(), planned, SimpleNamespace(plan=0, reference="grpo"))
+    md = r.to_markdown()
+    assert "Pre-registered wall (`est_wall_min`, analysis/wall.py): 40.0 min; the runs took " \
+           "44.0 min" in md and "ratio 1.10" in md
+
+
+def test_write_plan_records_the_estimated_wall(tmp_path):
+    import pandas as pd
+    import yaml
+    from analysis import plan
+    from analysis.calibrate import NoiseModel
+    spec = tmp_path / "s.yaml"
+    spec.write_text("# header\nname: s\ngrid: {algo.preset: [grpo, dapo]}\n")
+    table = pd.DataFrame([{"variant": "dapo", "scale": "s", "dA_width": 0.05}])
+    args = SimpleNamespace(pilot="p", sweeps=10, seed=0)
+    plan.write_plan(spec, table, plan.PilotNoise(NoiseModel(), (), 20.0), args, wall_s=4488.0)
+    assert yaml.safe_load(spec.read_text())["plan"]["est_wall_min"] == 74.8
+    plan.write_plan(spec, table, plan.PilotNoise(NoiseModel(), (), 20.0), args)
+    assert "est_wall_min" not in yaml.safe_load(spec.read_text())["plan"]  # untimed pilot: none
