@@ -111,6 +111,15 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMbBtT]?)")
 _UNIT = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
+def pilot_axes(results: Results) -> Axes:
+    """:func:`detect_axes`, where a pilot of one algorithm (no varying key) is grouped by its
+    ``algo.preset`` (the planner's and the wall estimate's reading of a pilot)."""
+    axes = detect_axes(results)
+    if not axes.variant and "algo.preset" in results.runs.columns:
+        axes = detect_axes(results, by=["algo.preset"])
+    return axes
+
+
 def scale_sort_key(value) -> tuple:
     """Order model scales numerically: '0.5B' < '1.5B' < '7B' < '14B' (text sorts last)."""
     match = _SIZE.search(str(value))

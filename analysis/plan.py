@@ -354,15 +354,12 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
         return PilotNoise(nz, ("no pilot: NoiseModel defaults (the old demo's scale); run a "
                                "pilot and pass --pilot for a real plan",), nz.mid_frac * steps)
     from analysis.fit import FitWindow
-    from analysis.groups import detect_axes, fit_all
+    from analysis.groups import fit_all, pilot_axes
     from analysis.load import load_results
     results = load_results(pilot_dir)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {pilot_dir}")
-    axes = detect_axes(results)
-    if not axes.variant and "algo.preset" in results.runs.columns:
-        axes = detect_axes(results, by=["algo.preset"])  # a pilot of one algorithm
-    fits = fit_all(results, axes, window=FitWindow(), n_boot=0, per_run=True)
+    fits = fit_all(results, pilot_axes(results), window=FitWindow(), n_boot=0, per_run=True)
     ev = results.evals[results.evals["eval_set"] == eval_set]
     k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
     out = noise_from_fits(fits, reference, eval_set, k=k)

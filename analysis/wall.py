@@ -66,18 +66,28 @@ def split_run(rows: list[dict], summary_wall: float | None, launch_s: float = 0.
             "fixed_s": (max(float(summary_wall) - cum, 0.0) if summary_wall else 0.0) + launch_s}
 
 
+def job_records(sweep_dir: Path) -> list[tuple[str, float]]:
+    """(run_id, time) of every record in a sweep directory's ``jobs.jsonl`` (empty without one)."""
+    try:
+        lines = (sweep_dir / "jobs.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line) if line.strip() else {}
+        except ValueError:
+            continue
+        if "run_id" in rec and "time" in rec:
+            out.append((rec["run_id"], float(rec["time"])))
+    return out
+
+
 def launch_overheads(sweep_dir: Path) -> dict[str, float]:
     """{run_id: seconds from its job record to its summary's last write, less the summary's
     wall_s} for a sweep directory with a ``jobs.jsonl`` (the last record of a run counts)."""
-    out, jobs = {}, {}
-    try:
-        for line in (sweep_dir / "jobs.jsonl").read_text().splitlines():
-            rec = json.loads(line) if line.strip() else {}
-            if "run_id" in rec and "time" in rec:
-                jobs[rec["run_id"]] = float(rec["time"])
-    except (OSError, ValueError):
-        return out
-    for run_id, t in jobs.items():
+    out = {}
+    for run_id, t in dict(job_records(sweep_dir)).items():
         summ = sweep_dir / run_id / "summary.json"
         try:
             wall = json.loads(summ.read_text()).get("wall_s")
@@ -116,15 +126,12 @@ def run_costs(run_dirs: dict[str, list[Path]]) -> dict[str, RunCost]:
 
 def pilot_run_dirs(pilot_dir: str) -> dict[str, list[Path]]:
     """{variant label (as the planner names arms): [run dirs]} of a pilot's results tree."""
-    from analysis.groups import assign_groups, detect_axes
+    from analysis.groups import assign_groups, pilot_axes
     from analysis.load import load_results
     results = load_results(pilot_dir)
     if results.runs.empty:
         return {}
-    axes = detect_axes(results)
-    if not axes.variant and "algo.preset" in results.runs.columns:
-        axes = detect_axes(results, by=["algo.preset"])
-    runs = assign_groups(results, axes)
+    runs = assign_groups(results, pilot_axes(results))
     return {v: [Path(d) for d in g["run_dir"]] for v, g in runs.groupby("variant")}
 
 
@@ -138,33 +145,18 @@ def list_schedule(seconds: list[float], workers: int) -> float:
 
 def sweep_wall(groups, costs: dict[str, RunCost], reference: str, workers: int
                ) -> tuple[float, float, list[str]]:
-    """(predicted wall s, summed run s, notes) of every run the planner's ``groups`` hold (each
-    group's seeds), scheduled group by group as the spec lists them."""
+    """(predicted wall s, summed run s, arms timed as the reference) of every run the planner's
+    ``groups`` hold (each group's seeds), scheduled group by group as the spec lists them."""
     ref = costs.get(reference)
-    notes, secs = [], []
+    assumed, secs = [], []
     for g in groups:
         c = costs.get(g.variant, ref)
         if c is None:
             raise ValueError(f"the pilot has no timed run of {reference!r} or {g.variant!r}")
         if g.variant not in costs:
-            notes.append(g.variant)
+            assumed.append(g.variant)
         secs += [c.seconds(g.steps, g.every, g.n_items, g.k)] * g.seeds
-    return list_schedule(secs, workers), float(sum(secs)), notes
-
-
-def wall_table(groups, costs: dict[str, RunCost], reference: str, workers: int) -> pd.DataFrame:
-    """Per arm: the pilot's cost parts and the predicted seconds of one run of the spec's design."""
-    rows = []
-    for g in groups:
-        c = costs.get(g.variant) or costs.get(reference)
-        if c is None:
-            continue
-        rows.append({"variant": g.variant, "scale": g.scale, "runs": g.seeds,
-                     "timed_from": g.variant if g.variant in costs else f"{reference} (assumed)",
-                     "train_s_per_step": c.train_s_per_step,
-                     "eval_s_per_1k_seq": 1000 * c.eval_s_per_seq, "fixed_s": c.fixed_s,
-                     "run_s": c.seconds(g.steps, g.every, g.n_items, g.k)})
-    return pd.DataFrame(rows)
+    return list_schedule(secs, workers), float(sum(secs)), assumed
 
 
 def spec_workers(spec_path: str) -> int:
@@ -217,19 +209,9 @@ def achieved_wall(root: str | Path) -> float | None:
     root = Path(root)
     first, last = None, None
     for sweep_dir in [root, *sorted(p for p in root.glob("*") if p.is_dir())]:
-        try:
-            lines = (sweep_dir / "jobs.jsonl").read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if "time" not in rec or "run_id" not in rec:
-                continue
-            first = float(rec["time"]) if first is None else min(first, float(rec["time"]))
-            summ = sweep_dir / rec["run_id"] / "summary.json"
+        for run_id, t in job_records(sweep_dir):
+            first = t if first is None else min(first, t)
+            summ = sweep_dir / run_id / "summary.json"
             if summ.exists():
                 m = summ.stat().st_mtime
                 last = m if last is None else max(last, m)
