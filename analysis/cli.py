@@ -308,6 +308,11 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--target-width", type=float, default=0.10, metavar="W",
                         help="target 95%% width of the dA interval for the budget search "
                              "(default 0.10)")
+    parser.add_argument("--raw-noise", dest="match", action="store_false",
+                        help="simulate the pilot's per-run seed sds and wobble as measured, "
+                             "without matching the simulated per-run fits' scatter to the "
+                             "pilot's (analysis/scatter.py; the planner before session 17, which "
+                             "counts the within-run noise twice)")
     parser.add_argument("--sweeps", type=int, default=100, metavar="N",
                         help="simulated sweeps per distinct comparison (default 100)")
     parser.add_argument("--no-budget", dest="budget", action="store_false",
@@ -358,7 +363,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return 2
     try:
         pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups,
-                                    per_variant=args.per_variant_noise)
+                                    per_variant=args.per_variant_noise, match=args.match)
     except (FileNotFoundError, FitError, ValueError, NotADirectoryError) as exc:
         print(f"rlablate plan: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,10 @@ steps, eval items x samples) would reach a target width?
 
 Method: the noise is measured on a pilot (:func:`noise_from_fits`: the reference's pooled curve
 gives R0, A, B and C_mid in steps; its per-run fits the seed-to-seed sd of A and log B; the
-per-item eval results the spread of item difficulty) and the spec's schedule is simulated with
+per-item eval results the spread of item difficulty; the seed sds and the within-run wobble then
+matched so that simulated per-run fits at the pilot's own schedule scatter as the pilot's did,
+:mod:`analysis.scatter`, which otherwise counts the within-run noise twice and predicted widths
+1.5-2.3x too wide in session 16's study) and the spec's schedule is simulated with
 :class:`analysis.calibrate.Simulator` under the null (the variant equals the reference), each
 simulated sweep analysed by the report's own fits, bootstrap and interval functions
 (:func:`analysis.claims.effect_intervals`). The predicted width is the median over simulated
@@ -18,7 +21,8 @@ less than the margin (a "moved A" verdict needs |dA| >= margin); the tightest eq
 is the 80th percentile of ``max(|dA_lo|, |dA_hi|)`` under the null (a "no effect on A within +-m"
 verdict needs the whole interval inside +-m).
 
-Assumptions (stated in the report): the variant's noise equals the reference's; seed effects are
+Assumptions (stated in the report): the variant's noise equals the reference's (unless the pilot
+ran the variant too and ``--per-variant-noise`` is given); seed effects are
 independent between variants (pairing through a shared prompt stream can only narrow the real
 intervals); the eval items are shared by every run (as the harness evaluates them); compute is
 proportional to the step.
@@ -33,6 +37,7 @@ import pandas as pd
 from analysis.calibrate import NoiseModel, Simulator, _fit
 from analysis.claims import effect_intervals
 from analysis.compare import DEFAULT_MARGIN
+from analysis.scatter import match_run_scatter, pilot_design
 from analysis.schedule import REFERENCE, Group
 
 Z95, Z80 = 1.959963984540054, 0.8416212335729143
@@ -65,7 +70,7 @@ class PilotNoise:
 
 
 def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
-                    base: NoiseModel | None = None, k: int = 4) -> PilotNoise:
+                    base: NoiseModel | None = None, k: int = 4, match: bool = True) -> PilotNoise:
     """A :class:`NoiseModel` from a pilot's fits (``analysis.groups.fit_all`` output).
 
     Uses the reference variant's group fit at the scale with the most reference runs (R0, A, B,
@@ -73,13 +78,16 @@ def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
     log B, only fits that converged; the defaults otherwise, with a note) and the item spread of
     its step-0 per-item results (sd of per-item success minus the binomial part). Every other
     scale at which the pilot fitted the reference gets its own noise (:meth:`PilotNoise.for_scale`),
-    so a plan of several scales simulates each with what was measured there."""
+    so a plan of several scales simulates each with what was measured there. ``match``: the seed
+    sds and the wobble are matched to the scatter of the per-run fits (analysis/scatter.py);
+    False keeps them as measured (the planner before session 17)."""
     groups = [g for g in fits if g.level == "group" and g.variant == reference
               and g.eval_set == eval_set and g.fit is not None]
     if not groups:
         raise ValueError(f"the pilot has no fitted group of {reference!r} on {eval_set!r}")
     main = max(groups, key=lambda x: (x.curve.n_runs, x.fit.identified))
-    per = tuple((g.scale, _noise_of_group(g, fits, reference, eval_set, base or NoiseModel(), k))
+    per = tuple((g.scale, _noise_of_group(g, fits, reference, eval_set, base or NoiseModel(), k,
+                                          match))
                 for g in sorted(groups, key=lambda x: str(x.scale)))
     out = dict(per)[main.scale]
     if len(per) < 2:
@@ -88,7 +96,8 @@ def noise_from_fits(fits, reference: str = REFERENCE, eval_set: str = "in_dist",
     return replace(out, notes=notes, by_scale=per)
 
 
-def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k: int) -> PilotNoise:
+def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k: int,
+                    match: bool = True) -> PilotNoise:
     """:func:`noise_from_fits` for one fitted reference group ``g`` (one scale)."""
     f = g.fit
     notes = [f"pilot: {g.label}, {g.curve.n_runs} run(s), A {f.A:.3f}, B {f.B:.2f}, "
@@ -117,7 +126,18 @@ def _noise_of_group(g, fits, reference: str, eval_set: str, base: NoiseModel, k:
             notes.append(f"item spread {spread:.3f} from the covariance of each item's outcome "
                          "between evals (k = 1: one sample per item and eval)")
     noise = replace(base, **kw)
+    if match and "seed_sd_A" in run_kw:
+        noise, note = _matched(noise, mid_steps, g, k)
+        notes.append(note)
     return PilotNoise(noise, tuple(notes), mid_steps, identified=bool(f.identified))
+
+
+def _matched(noise: NoiseModel, mid_steps: float, g, k: int) -> tuple[NoiseModel, str]:
+    """:func:`analysis.scatter.match_run_scatter` at the schedule of ``g``'s runs."""
+    design = pilot_design(g.curve, k)
+    if design is None or not np.isfinite(mid_steps) or mid_steps <= 0:
+        return noise, "scatter not matched: no pilot schedule or C_mid"
+    return match_run_scatter(noise, mid_steps, design)
 
 
 def _run_noise(g, fits, variant: str, eval_set: str) -> tuple[dict, list[str]]:
@@ -143,14 +163,16 @@ def _run_noise(g, fits, variant: str, eval_set: str) -> tuple[dict, list[str]]:
 
 
 def with_variant_noise(pilot: PilotNoise, fits, reference: str = REFERENCE,
-                       eval_set: str = "in_dist") -> PilotNoise:
+                       eval_set: str = "in_dist", k: int = 4, match: bool = True) -> PilotNoise:
     """``pilot`` plus each other variant's own noise, where the pilot ran it: the seed sd of A
     and log B and the within-run wobble its per-run fits measure (:func:`_run_noise`, 2+
     converged fits), on top of the reference's noise at that scale (the truth, the item spread
     and whatever the variant's runs cannot measure stay the reference's). A variant that is
     noisier between seeds than the reference gets wider predicted intervals (session 14: the
     plan from GRPO alone predicted CISPO, GSPO and the zero-variance filter 1.8-1.9x too narrow).
-    A seed sd from 2-3 runs is itself uncertain (its 95% interval spans ~0.5x-6x for 3 runs)."""
+    A seed sd from 2-3 runs is itself uncertain (its 95% interval spans ~0.5x-6x for 3 runs).
+    ``match``: each arm's noise is matched to its own per-run scatter, as the reference's is
+    (analysis/scatter.py), at the reference's curve."""
     own, notes = [], list(pilot.notes)
     for g in sorted((x for x in fits if x.level == "group" and x.eval_set == eval_set
                      and x.variant != reference), key=lambda x: (str(x.scale), x.variant)):
@@ -159,7 +181,12 @@ def with_variant_noise(pilot: PilotNoise, fits, reference: str = REFERENCE,
             notes.append(f"{g.variant} @ {g.scale}: fewer than 2 converged per-run fits, the "
                          f"reference's noise assumed")
             continue
-        own.append(((g.variant, g.scale), replace(pilot.for_scale(g.scale).noise, **kw)))
+        pn = pilot.for_scale(g.scale)
+        nv = replace(pn.noise, **kw)
+        if match:
+            nv, note = _matched(nv, pn.mid_steps, g, k)
+            run_notes = run_notes + [note]
+        own.append(((g.variant, g.scale), nv))
         notes.append(f"{g.variant} @ {g.scale}: its own noise, " + "; ".join(run_notes))
     return replace(pilot, by_variant=tuple(own), notes=tuple(notes))
 
@@ -342,11 +369,13 @@ def planned_vs_achieved(plan: dict, effects: pd.DataFrame) -> pd.DataFrame:
 
 
 def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
-                   groups: list[Group], per_variant: bool = False) -> PilotNoise:
+                   groups: list[Group], per_variant: bool = False,
+                   match: bool = True) -> PilotNoise:
     """The pilot's noise (:func:`noise_from_fits` on a results tree), or, without a pilot, the
     calibration's defaults with C_mid at ``mid_frac`` of the reference's steps (and a note).
     ``per_variant``: every other arm the pilot ran also gets its own noise
-    (:func:`with_variant_noise`)."""
+    (:func:`with_variant_noise`). ``match``: the noise matched to the per-run scatter
+    (analysis/scatter.py)."""
     if pilot_dir is None:
         ref = next((g for g in groups if g.variant == reference), None)
         steps = ref.steps if ref else 150
@@ -362,8 +391,9 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
     fits = fit_all(results, pilot_axes(results), window=FitWindow(), n_boot=0, per_run=True)
     ev = results.evals[results.evals["eval_set"] == eval_set]
     k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
-    out = noise_from_fits(fits, reference, eval_set, k=k)
-    return with_variant_noise(out, fits, reference, eval_set) if per_variant else out
+    out = noise_from_fits(fits, reference, eval_set, k=k, match=match)
+    return (with_variant_noise(out, fits, reference, eval_set, k=k, match=match) if per_variant
+            else out)
 
 
 def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
@@ -385,7 +415,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
     block = {"plan": {
         "written": datetime.date.today().isoformat(),
         "by": f"rlablate plan --pilot {args.pilot} --sweeps {args.sweeps} --seed {args.seed}"
-              + (" --per-variant-noise" if pilot.by_variant else ""),
+              + (" --per-variant-noise" if pilot.by_variant else "")
+              + ("" if getattr(args, "match", True) else " --raw-noise"),
         "noise": {"R0": round(nz.R0, 4), "A": round(nz.A, 4), "B": round(nz.B, 4),
                   "C_mid_steps": round(pilot.mid_steps, 1), "seed_sd_A": round(nz.seed_sd_A, 4),
                   "seed_sd_logB": round(nz.seed_sd_logB, 4),

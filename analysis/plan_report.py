@@ -103,7 +103,9 @@ def planner_section(r, table: pd.DataFrame, planned: pd.DataFrame, opt) -> None:
         "plan meets that test); mde_A: the smallest |dA| "
         "a *moved A* verdict resolves with 80% power (never below the margin); equiv_margin80: "
         "the tightest margin a *no effect on A* verdict reaches in 80% of sweeps; ratio = "
-        "achieved / predicted width. Assumptions: the variant's noise equals the reference's, "
+        "achieved / predicted width. The noise is matched to the scatter of the reference's "
+        "per-run fits (analysis/scatter.py; the note above says how). Assumptions: the "
+        "variant's noise equals the reference's, "
         "seed effects independent between variants (pairing can only narrow the achieved "
         "intervals), eval items shared by every run, compute proportional to the step.")
     r.table(table)

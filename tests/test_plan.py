@@ -227,6 +227,25 @@ def test_each_arm_can_be_planned_with_its_own_noise(tmp_path):
     assert dict(zip(b["variant"], b["noise"])) == {"cispo": "reference", "dapo": "own"}
 
 
+def test_pilot_noise_is_matched_to_its_per_run_scatter_unless_raw(tmp_path):
+    """The plan's noise: matched to the scatter of the pilot's per-run fits by default (a note
+    says how, analysis/scatter.py), the per-run sds as measured with match=False; an arm with
+    its own noise is matched too."""
+    _pilot(tmp_path, a_sd=0.01)
+    _arm(tmp_path, "dapo", a_sd=0.06)
+    raw = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", [], per_variant=True, match=False)
+    matched = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", [], per_variant=True)
+    assert not any("scatter matched" in n for n in raw.notes)
+    assert sum("scatter matched" in n for n in matched.notes) == 2  # the reference and dapo
+    # GRPO's per-run fits scatter (~0.01) no more than the eval noise alone makes them: no seed
+    # effect is left; dapo's (~0.06) is mostly seed effect, so its seed sd stays near the scatter
+    assert matched.noise.seed_sd_A < 0.5 * raw.noise.seed_sd_A
+    r, m = raw.for_variant("dapo", "tiny-1m"), matched.for_variant("dapo", "tiny-1m")
+    assert m.seed_sd_A == pytest.approx(r.seed_sd_A, rel=0.2)
+    assert m.seed_sd_logB < r.seed_sd_logB  # log B's fit error taken out
+    assert (m.A, m.B) == (r.A, r.B)  # the truth is not touched
+
+
 def test_the_simulator_takes_a_groups_own_noise():
     """Simulator.group(noise=...) draws that group's seed effects from the given noise and
     leaves the default group's draws unchanged."""
