@@ -39,7 +39,7 @@ so the matched noise is as good as the pilot's seed count; the plan's notes say 
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import astuple, replace
 
 import numpy as np
 
@@ -99,8 +99,13 @@ def match_run_scatter(noise: NoiseModel, mid_steps: float, design: Group, n_runs
     obs_a, obs_b = noise.seed_sd_A, noise.seed_sd_logB
     quiet = replace(noise, seed_sd_A=0.0, seed_sd_logB=0.0)
 
-    def scat(nz):
-        return run_scatter(nz, mid_steps, design, n_runs, seed)
+    seen: dict = {}
+
+    def scat(nz):  # each noise model simulated once (the grids share their ends)
+        key = astuple(nz)
+        if key not in seen:
+            seen[key] = run_scatter(nz, mid_steps, design, n_runs, seed)
+        return seen[key]
 
     where = (f"simulated per-run fits at the pilot's design ({design.steps} steps, eval every "
              f"{design.every}, {design.n_items}x{design.k})")
