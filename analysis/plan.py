@@ -136,7 +136,8 @@ def _matched(noise: NoiseModel, mid_steps: float, g, k: int) -> tuple[NoiseModel
     """:func:`analysis.scatter.match_run_scatter` at the schedule of ``g``'s runs."""
     design = pilot_design(g.curve, k)
     if design is None or not np.isfinite(mid_steps) or mid_steps <= 0:
-        return noise, "scatter not matched: no pilot schedule or C_mid"
+        return noise, ("scatter not matched: the pilot has no per-item eval results "
+                       "(eval_items.jsonl) or no C_mid")
     return match_run_scatter(noise, mid_steps, design)
 
 

@@ -139,14 +139,12 @@ def match_run_scatter(noise: NoiseModel, mid_steps: float, design: Group, n_runs
 
 def pilot_design(curve, k: int) -> Group | None:
     """The schedule a pilot group's runs had (steps, eval interval, items, samples per item),
-    from its first run; None without eval points."""
+    from its first run; None without eval points or without per-item results (the simulator
+    draws its eval noise item by item, and a pass rate's standard error alone does not say over
+    how many items: synthetic curves with a tiny error would ask for millions)."""
     run = curve.runs[0] if curve.runs else None
-    if run is None or run.steps.size == 0:
+    if run is None or run.steps.size == 0 or run.r0_items is None:
         return None
     every = int(np.median(np.diff(np.r_[0, run.steps])))
-    if run.r0_items is not None:
-        n_items = int(np.asarray(run.r0_items).size)
-    else:  # from the step-0 standard error of a pass rate over n items x k samples
-        p, se = float(run.r0), float(run.r0_stderr)
-        n_items = int(round(p * (1 - p) / (k * se ** 2))) if se > 0 and 0 < p < 1 else 256
+    n_items = int(np.asarray(run.r0_items).size)
     return Group("pilot", "", int(run.steps.max()), max(every, 1), 1, max(n_items, 2), k)
