@@ -401,3 +401,59 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"wrote the plan into {args.spec} (key `plan`)")
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# rlablate combine
+# ------------------------------------------------------------------------------------------------
+def add_combine_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``combine``: a fixed-effect meta-analysis of replicated studies (analysis/meta.py)."""
+    parser = subparsers.add_parser(
+        "combine", help="combine the comparisons of one design's replications (meta-analysis)",
+        description="Pool the design-choice comparisons (effects.csv) of several reports of ONE "
+                    "design run on disjoint seeds: inverse-variance fixed-effect estimates of dA "
+                    "and of the B ratio with 95%% intervals, Cochran's Q and I^2, and the report's "
+                    "verdict rule on the pooled intervals (analysis/meta.py states the normal "
+                    "approximation it makes). The reports' spec.yaml must agree on every key but "
+                    "name, description, seeds, plan and the executor; exit 2 otherwise.")
+    parser.add_argument("report_dirs", nargs="+", metavar="REPORT_DIR",
+                        help="directories written by `rlablate analyze` (two or more)")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                        help="equivalence margin on A for 'no effect on A' (default %(default)s; "
+                             "use the studies' own)")
+    parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+    return parser
+
+
+def run_combine(args: argparse.Namespace) -> int:
+    """Print the pooled comparisons; 2 when the reports are not replications of one design."""
+    from analysis import meta
+    from analysis.report import format_markdown_table
+
+    if len(args.report_dirs) < 2:
+        print("rlablate combine: error: give two or more report directories", file=sys.stderr)
+        return 2
+    if not 0 < args.margin < 1:
+        print(f"rlablate combine: error: --margin must be in (0, 1), got {args.margin}",
+              file=sys.stderr)
+        return 2
+    try:
+        studies = [meta.load_study(d) for d in args.report_dirs]
+        notes = meta.check_replications(studies)
+    except (ValueError, OSError) as exc:
+        print(f"rlablate combine: error: {exc}", file=sys.stderr)
+        return 2
+    table = meta.combine(studies, args.margin)
+    if table.empty:
+        print("rlablate combine: error: no comparison is in every report", file=sys.stderr)
+        return 2
+    print(f"{len(studies)} replications: " + ", ".join(args.report_dirs))
+    for note in notes:
+        print(f"  {note}")
+    print(f"fixed-effect inverse-variance pooling; each study's se = 95% interval width / 3.92 "
+          f"(normal approximation); margin on A +-{args.margin:g}; post hoc unless a spec "
+          "pre-registered it")
+    print(format_markdown_table(table))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    return 0

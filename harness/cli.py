@@ -234,6 +234,16 @@ def _run_calibrate(args) -> int:
     return run_calibrate(args)
 
 
+def _add_combine(sub) -> None:
+    from analysis.cli import add_combine_parser
+    add_combine_parser(sub)
+
+
+def _run_combine(args) -> int:
+    from analysis.cli import run_combine
+    return run_combine(args)
+
+
 def _add_plan(sub) -> None:
     from analysis.cli import add_plan_parser
     add_plan_parser(sub)
@@ -253,6 +263,7 @@ COMMANDS.add("status", _sweep_wing("status"))
 COMMANDS.add("analyze", Command(_add_analyze, _run_analyze))
 COMMANDS.add("calibrate", Command(_add_calibrate, _run_calibrate))
 COMMANDS.add("plan", Command(_add_plan, _run_plan))
+COMMANDS.add("combine", Command(_add_combine, _run_combine))
 COMMANDS.add("export", Command(_add_export, _run_export))
 
 

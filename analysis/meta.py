@@ -1,0 +1,146 @@
+"""Combining replications: one design run several times on disjoint seeds, analysed once each.
+
+A study that resolves too little is often re-run on fresh seeds (another session, another
+cluster). Each run of the design has its own report; this module combines their design-choice
+comparisons (``effects.csv``) into one estimate per comparison, with a fixed-effect
+inverse-variance meta-analysis:
+
+    dA = sum_i w_i dA_i / sum_i w_i,   w_i = 1 / se_i^2,   se(dA) = 1 / sqrt(sum_i w_i)
+
+and the same for log(B ratio). Each study's standard error is read off its 95% interval as
+``se_i = (hi_i - lo_i) / (2 * 1.96)`` (a normal approximation of a bootstrap percentile interval:
+the width is kept, any skew is not). Heterogeneity is Cochran's Q = sum_i w_i (dA_i - dA)^2 on
+k - 1 degrees of freedom, with I^2 = max(0, (Q - (k - 1)) / Q) (Higgins & Thompson 2002, Stat.
+Med. 21:1539). A fixed effect is the model of *replications*: the studies must be the same design
+(their ``spec.yaml`` equal but for name, description, seeds, plan and the executor), on disjoint
+seeds (runs are deterministic, so a shared seed is the same run counted twice); both are checked.
+A comparison whose Q rejects homogeneity at 5% is reported but given no verdict: the studies
+disagree by more than their intervals allow, and a pooled number would hide it.
+
+The combined interval goes through the report's own verdict rule
+(:func:`analysis.claims.effect_verdict`: moved A / only B / no effect on A within the margin /
+not resolved); a comparison is identified only if it was in every study. Under the normal model
+the equivalence verdict's false-positive rate is the nominal 2.5% per side; `rlablate calibrate`
+has not simulated the combination. The seed claims are not combined (their evidence lives in
+per-run trends that the reports do not keep).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats
+
+from analysis.claims import B_MARGIN, effect_verdict
+
+Z975 = float(stats.norm.ppf(0.975))
+#: spec keys that may differ between replications of one design
+FREE_KEYS = ("name", "description", "seeds", "plan", "local", "slurm")
+UNIDENTIFIED = "not resolved (fit not identified)"
+KEY = ["scale", "variant", "vs"]
+
+
+@dataclass
+class Study:
+    path: Path
+    effects: pd.DataFrame
+    spec: dict | None
+
+
+def load_study(path: str | Path) -> Study:
+    """A report directory (what ``rlablate analyze --out`` wrote): its effects.csv and, when
+    present, the spec.yaml the report copied."""
+    path = Path(path)
+    eff = path / "effects.csv"
+    if not eff.is_file():
+        raise ValueError(f"{path}: no effects.csv (not a report directory of `rlablate analyze`, "
+                         "or its sweep had no comparison)")
+    spec_file = path / "spec.yaml"
+    spec = yaml.safe_load(spec_file.read_text()) if spec_file.is_file() else None
+    return Study(path, pd.read_csv(eff), spec)
+
+
+def check_replications(studies: list[Study]) -> list[str]:
+    """Raise ValueError (one line naming the key) unless the studies are one design on disjoint
+    seeds; return notes on what could not be checked."""
+    notes = []
+    specs = [(s.path, s.spec) for s in studies if s.spec is not None]
+    if len(specs) < len(studies):
+        notes.append("design not checked for " + ", ".join(
+            str(s.path) for s in studies if s.spec is None) + " (no spec.yaml in the report)")
+    if specs:
+        p0, ref = specs[0]
+        design0 = {k: v for k, v in ref.items() if k not in FREE_KEYS}
+        for p, spec in specs[1:]:
+            design = {k: v for k, v in spec.items() if k not in FREE_KEYS}
+            for k in sorted(set(design0) | set(design)):
+                if design0.get(k) != design.get(k):
+                    raise ValueError(f"{p} is not a replication of {p0}: spec key {k!r} differs "
+                                     f"({_show(design0, k)} vs {_show(design, k)}); only "
+                                     f"{', '.join(FREE_KEYS)} may differ")
+        seen: dict[int, Path] = {}
+        for p, spec in specs:
+            for s in spec.get("seeds") or []:
+                if s in seen:
+                    raise ValueError(f"seed {s} is in both {seen[s]} and {p}: replications need "
+                                     "disjoint seeds (a run is deterministic in its seed)")
+                seen[s] = p
+    return notes
+
+
+def _show(d: dict, k: str) -> str:
+    return repr(d[k]) if k in d else "absent"
+
+
+def fixed_effect(est: np.ndarray, se: np.ndarray) -> dict:
+    """Inverse-variance fixed-effect pooling of k estimates with standard errors ``se``."""
+    w = 1.0 / se ** 2
+    mean = float(np.sum(w * est) / np.sum(w))
+    k = len(est)
+    q = float(np.sum(w * (est - mean) ** 2))
+    return {"est": mean, "se": float(1.0 / np.sqrt(np.sum(w))), "Q": q,
+            "Q_p": float(stats.chi2.sf(q, k - 1)) if k > 1 else float("nan"),
+            "I2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0}
+
+
+def _se(lo: pd.Series, hi: pd.Series) -> np.ndarray:
+    return ((hi - lo) / (2 * Z975)).to_numpy(float)
+
+
+def combine(studies: list[Study], margin: float, b_margin: float = B_MARGIN,
+            alpha_q: float = 0.05) -> pd.DataFrame:
+    """One row per comparison present in every study: each study's dA, the pooled dA and B ratio
+    with 95% intervals, Q, I^2 and the verdict."""
+    frames = [s.effects.assign(study=i) for i, s in enumerate(studies)]
+    allf = pd.concat(frames, ignore_index=True)
+    rows = []
+    for key, g in allf.groupby(KEY, sort=True):
+        if g["study"].nunique() < len(studies):
+            continue
+        g = g.sort_values("study")
+        finite = g[["dA_lo", "dA_hi", "B_ratio_lo", "B_ratio_hi"]].notna().all(axis=1)
+        rec = dict(zip(KEY, key), studies=len(g),
+                   per_study="; ".join(f"{r.dA:+.3f} [{r.dA_lo:+.3f}, {r.dA_hi:+.3f}]"
+                                       for r in g.itertuples()))
+        identified = bool(finite.all() and not g["verdict"].eq(UNIDENTIFIED).any())
+        if not identified:
+            rows.append({**rec, "verdict": UNIDENTIFIED + " in some study"})
+            continue
+        a = fixed_effect(g["dA"].to_numpy(float), _se(g["dA_lo"], g["dA_hi"]))
+        b = fixed_effect(np.log(g["B_ratio"].to_numpy(float)),
+                         _se(np.log(g["B_ratio_lo"]), np.log(g["B_ratio_hi"])))
+        a_ci = (a["est"] - Z975 * a["se"], a["est"] + Z975 * a["se"])
+        b_ci = (float(np.exp(b["est"] - Z975 * b["se"])), float(np.exp(b["est"] + Z975 * b["se"])))
+        hetero = [name for name, r in (("dA", a), ("B", b)) if r["Q_p"] < alpha_q]
+        verdict = (f"heterogeneous ({', '.join(hetero)}: Q p < {alpha_q:g}), not combined"
+                   if hetero else effect_verdict(a["est"], a_ci, b_ci, True, margin, b_margin))
+        rows.append({**rec, "dA": a["est"], "dA_lo": a_ci[0], "dA_hi": a_ci[1],
+                     "B_ratio": float(np.exp(b["est"])), "B_ratio_lo": b_ci[0],
+                     "B_ratio_hi": b_ci[1], "Q_dA": a["Q"], "Q_dA_p": a["Q_p"], "I2_dA": a["I2"],
+                     "Q_B_p": b["Q_p"], "verdict": verdict})
+    cols = [*KEY, "studies", "per_study", "dA", "dA_lo", "dA_hi", "B_ratio", "B_ratio_lo",
+            "B_ratio_hi", "Q_dA", "Q_dA_p", "I2_dA", "Q_B_p", "verdict"]
+    return pd.DataFrame(rows, columns=cols)
