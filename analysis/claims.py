@@ -154,6 +154,8 @@ def _diff_ci(x: np.ndarray, y: np.ndarray, inflation: float, log: bool) -> tuple
 
 #: equivalence margin on B for "no effect": B ratio CI inside (1/B_MARGIN, B_MARGIN)
 B_MARGIN = 1.25
+#: the verdict of a comparison with an unidentified fit
+UNIDENTIFIED = "not resolved (fit not identified)"
 
 
 def effect_verdict(dA: float, dA_ci: tuple[float, float], B_ratio_ci: tuple[float, float],
@@ -171,7 +173,7 @@ def effect_verdict(dA: float, dA_ci: tuple[float, float], B_ratio_ci: tuple[floa
       side: the whole 95% interval inside the margin), B neither moved nor shown equal.
     * "not resolved": otherwise (the runs cannot tell)."""
     if not identified:
-        return "not resolved (fit not identified)"
+        return UNIDENTIFIED
     lo, hi = dA_ci
     b_lo, b_hi = B_ratio_ci
     a_moved = bool(np.isfinite(lo) and (lo > 0 or hi < 0) and abs(dA) >= margin)

@@ -34,12 +34,11 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from analysis.claims import B_MARGIN, effect_verdict
+from analysis.claims import B_MARGIN, UNIDENTIFIED, effect_verdict
+from analysis.compare import Z95 as Z975
 
-Z975 = float(stats.norm.ppf(0.975))
 #: spec keys that may differ between replications of one design
 FREE_KEYS = ("name", "description", "seeds", "plan", "local", "slurm")
-UNIDENTIFIED = "not resolved (fit not identified)"
 KEY = ["scale", "variant", "vs"]
 
 
@@ -83,7 +82,8 @@ def check_replications(studies: list[Study]) -> list[str]:
                                      f"{', '.join(FREE_KEYS)} may differ")
         seen: dict[int, Path] = {}
         for p, spec in specs:
-            for s in spec.get("seeds") or []:
+            seeds = spec.get("seeds") or []
+            for s in range(seeds) if isinstance(seeds, int) else seeds:  # a count: 0 .. n-1
                 if s in seen:
                     raise ValueError(f"seed {s} is in both {seen[s]} and {p}: replications need "
                                      "disjoint seeds (a run is deterministic in its seed)")

@@ -91,6 +91,9 @@ def test_replications_must_be_one_design_on_disjoint_seeds(tmp_path):
     same_seed = meta.load_study(_study(tmp_path, "c", rows, [2, 9], local={"parallel": 1}))
     with pytest.raises(ValueError, match="seed 2 is in both"):
         meta.check_replications([a, same_seed])
+    counted = meta.load_study(_study(tmp_path, "f", rows, 2))  # `seeds: 2` = seeds 0 and 1
+    with pytest.raises(ValueError, match="seed 1 is in both"):
+        meta.check_replications([a, counted])
     extra = meta.load_study(_study(tmp_path, "d", rows, [7], exclude=[{"algo.preset": "dapo"}]))
     with pytest.raises(ValueError, match=r"'exclude' differs \(absent vs"):
         meta.check_replications([a, extra])
