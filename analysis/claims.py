@@ -256,24 +256,87 @@ def _fmt(m, lo, hi, n, unit="") -> str:
     return f"{m:+.3g}{unit}{ci} (n={n})"
 
 
+def claim_inputs(runs: pd.DataFrame, train: pd.DataFrame, finals: pd.DataFrame,
+                 eval_set: str, held_out: str = "held_out",
+                 seed_col: str | None = "run.seed") -> dict:
+    """The per-run numbers the four claims are decided from, as plain JSON-able values (the
+    report writes them to ``claim_inputs.json``): claims 1 and 2, one trend value per run and the
+    reference's level (mean and count of its logged values, which sets the equivalence margin);
+    claim 2 also the reference's clipped fraction; claim 3, which ablation is the filter (its
+    verdict comes from the design-choice table); claim 4, the presets' per-run finals. Several
+    replications' inputs, merged (:func:`analysis.meta.merge_claim_inputs`), decide the claims
+    over the union of their runs, as if one study had run them all. A claim whose variants are
+    missing has no entry."""
+    variants = set(runs["variant"].dropna())
+    series = train_series(runs, train, list(TRAIN_KEYS), seed_col)
+    out: dict = {"eval_set": eval_set, "held_out": held_out}
+    grpo, dr = _find(variants, "grpo"), _find(variants, "dr_grpo")
+    if grpo and dr:
+        both = matched(series, (grpo, dr))
+        out["1"] = {"first": grpo, "second": dr,
+                    "trend": _trend_rows(run_trend(both, "rollout/response_len_incorrect", "change")),
+                    "level": _mean_n(both.loc[both["variant"] == grpo,
+                                              "rollout/response_len_incorrect"])}
+    ch = _pick(variants, "grpo", "clip_high") if grpo else None
+    pair = (ch, grpo) if ch else ((_find(variants, "dapo"), grpo) if grpo else (None, None))
+    if all(pair):
+        both = matched(series, pair)
+        ref_rows = both[both["variant"] == pair[1]]
+        out["2"] = {"first": pair[0], "second": pair[1], "confounded": not ch,
+                    "trend": _trend_rows(run_trend(both, "policy/entropy", "late_mean")),
+                    "level": _mean_n(ref_rows["policy/entropy"]),
+                    "clip_frac": _mean_n(ref_rows["policy/clip_frac"])}
+    flt = _pick(variants, "grpo", "group_filter") if grpo else None
+    if flt:
+        out["3"] = {"filter": flt, "reference": grpo}
+    presets = sorted(v for v in variants if "+" not in v)
+    fin = finals[finals["variant"].isin(presets)] if finals is not None else pd.DataFrame()
+    if len(fin) and {eval_set, held_out} <= set(fin["eval_set"]) and len(presets) > 2:
+        out["4"] = {"presets": presets, "finals": [
+            [str(r.variant), _plain(r.scale_value), str(r.eval_set), float(r.final), float(r.r0)]
+            for r in fin[["variant", "scale_value", "eval_set", "final", "r0"]].itertuples()]}
+    return out
+
+
+def _plain(x):
+    """A numpy scalar as the Python value JSON writes."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _trend_rows(trend: pd.DataFrame) -> list[list]:
+    return [[str(r.variant), _plain(r.scale), _plain(r.seed), float(r.value)]
+            for r in trend.itertuples()]
+
+
+def _trend_frame(rows: list[list]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["variant", "scale", "seed", "value"])
+
+
+def _mean_n(values: pd.Series) -> list:
+    """[mean, count] of the finite values (pandas' mean, as the claims always used)."""
+    v = pd.to_numeric(values, errors="coerce")
+    n = int(v.notna().sum())
+    return [float(v.mean()) if n else float("nan"), n]
+
+
 def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFrame,
                 effects: pd.DataFrame, eval_set: str, held_out: str = "held_out",
                 seed_col: str | None = "run.seed") -> pd.DataFrame:
     """The four claims with evidence and verdict (see the module docstring). ``train`` is
     ``Results.train``. Each verdict comes from one ``claimN_verdict`` function, the same ones
     :mod:`analysis.calibrate` measures."""
-    variants = set(runs["variant"].dropna())
-    series = train_series(runs, train, list(TRAIN_KEYS), seed_col)
-    out = []
+    return decide_claims(claim_inputs(runs, train, finals, eval_set, held_out, seed_col), effects)
 
-    # 1. incorrect-response length: GRPO grows, Dr. GRPO does not
+
+def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
+    """The four claims decided from :func:`claim_inputs` (one study's, or several replications'
+    merged) and the design-choice table ``effects`` (claim 3)."""
+    out = []
     text1 = "Dr. GRPO stops the growth of incorrect-response length seen with GRPO"
-    grpo, dr = _find(variants, "grpo"), _find(variants, "dr_grpo")
-    if grpo and dr:
-        both = matched(series, (grpo, dr))
-        trend = run_trend(both, "rollout/response_len_incorrect", "change")
-        level = both.loc[both["variant"] == grpo, "rollout/response_len_incorrect"].mean()
-        margin = CLAIM1_MARGIN_FRAC * float(level)
+    if "1" in inputs:
+        c = inputs["1"]
+        trend, (grpo, dr) = _trend_frame(c["trend"]), (c["first"], c["second"])
+        margin = CLAIM1_MARGIN_FRAC * float(c["level"][0])
         verdict, evidence = claim1_verdict(trend, grpo, dr, margin)
         budget = (claim1_budget(trend.loc[trend["variant"] == grpo, "value"],
                                 paired_values(trend, grpo, dr), margin)
@@ -282,29 +345,23 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
     else:
         out.append(_claim(1, text1, "not tested", "needs variants grpo and dr_grpo"))
 
-    # 2. entropy: clip-higher vs symmetric clip
     text2 = "Clip-higher keeps policy entropy higher than symmetric clipping"
-    ch = _pick(variants, "grpo", "clip_high") if grpo else None
-    pair = (ch, grpo) if ch else ((_find(variants, "dapo"), grpo) if grpo else (None, None))
-    if all(pair):
-        both = matched(series, pair)
-        trend = run_trend(both, "policy/entropy", "late_mean")
-        clip = both[both["variant"] == pair[1]]["policy/clip_frac"]
-        clip_frac = float(clip.mean()) if clip.notna().any() else float("nan")
-        level = both.loc[both["variant"] == pair[1], "policy/entropy"].mean()
-        verdict, evidence = claim2_verdict(trend, *pair, clip_frac=clip_frac,
-                                           margin=CLAIM2_MARGIN_FRAC * float(level))
-        if not ch:
+    if "2" in inputs:
+        c = inputs["2"]
+        trend, pair = _trend_frame(c["trend"]), (c["first"], c["second"])
+        clip_frac = float(c["clip_frac"][0]) if c["clip_frac"][1] else float("nan")
+        margin = CLAIM2_MARGIN_FRAC * float(c["level"][0])
+        verdict, evidence = claim2_verdict(trend, *pair, clip_frac=clip_frac, margin=margin)
+        if c["confounded"]:
             evidence += "; dapo differs from grpo in more than the clip, so this is confounded"
-        budget = (claim2_budget(paired_values(trend, *pair), CLAIM2_MARGIN_FRAC * float(level))
+        budget = (claim2_budget(paired_values(trend, *pair), margin)
                   if verdict == "not resolved" else "")
         out.append(_claim(2, text2, verdict, evidence, budget))
     else:
         out.append(_claim(2, text2, "not tested", "needs grpo and grpo+clip_high=... (or dapo)"))
 
-    # 3. zero-variance filtering / dynamic sampling: B more than A
     text3 = "Zero-variance filtering / dynamic sampling changes efficiency more than the asymptote"
-    flt = _pick(variants, "grpo", "group_filter") if grpo else None
+    flt, grpo = (inputs["3"]["filter"], inputs["3"]["reference"]) if "3" in inputs else (None, None)
     sub = effects[effects["variant"] == flt] if flt is not None and len(effects) else pd.DataFrame()
     if len(sub):
         parts = [f"{rec['scale']}: dA = {rec['dA']:+.3f} [{rec['dA_lo']:+.3f}, "
@@ -322,11 +379,12 @@ def seed_claims(runs: pd.DataFrame, train: pd.DataFrame, fits, finals: pd.DataFr
         out.append(_claim(3, text3, "not tested",
                           "needs grpo and a fitted grpo+group_filter=... ablation"))
 
-    # 4. differences between algorithms: in-distribution vs held-out
     text4 = "Algorithm differences are larger in-distribution than held-out"
-    presets = sorted(v for v in variants if "+" not in v)
-    fin = finals[finals["variant"].isin(presets)] if finals is not None else pd.DataFrame()
-    if len(fin) and {eval_set, held_out} <= set(fin["eval_set"]) and len(presets) > 2:
+    eval_set, held_out = inputs["eval_set"], inputs["held_out"]
+    if "4" in inputs:
+        presets = inputs["4"]["presets"]
+        fin = pd.DataFrame(inputs["4"]["finals"],
+                           columns=["variant", "scale_value", "eval_set", "final", "r0"])
         verdict, parts = claim4_verdict(fin, eval_set, held_out)
         out.append(_claim(4, text4, verdict, f"{len(presets)} algorithms, gain = final - R0 per "
                           "run; the between-algorithm sd is what remains after the seed-to-seed "

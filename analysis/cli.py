@@ -415,13 +415,18 @@ def add_combine_parser(subparsers) -> argparse.ArgumentParser:
                     "and of the B ratio with 95%% intervals, Cochran's Q and I^2, and the report's "
                     "verdict rule on the pooled intervals (analysis/meta.py states the normal "
                     "approximation it makes). The reports' spec.yaml must agree on every key but "
-                    "name, description, seeds, plan and the executor; exit 2 otherwise.")
+                    "name, description, seeds, plan and the executor; exit 2 otherwise. The seed "
+                    "claims are decided again over the union of the replications' runs from each "
+                    "report's claim_inputs.json (exactly, as one study of all their seeds would).")
     parser.add_argument("report_dirs", nargs="+", metavar="REPORT_DIR",
                         help="directories written by `rlablate analyze` (two or more)")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                         help="equivalence margin on A for 'no effect on A' (default %(default)s; "
                              "use the studies' own)")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+    parser.add_argument("--claims-out", metavar="FILE.csv",
+                        help="also write the seed claims decided over the union of the "
+                             "replications' runs as CSV")
     return parser
 
 
@@ -447,6 +452,13 @@ def run_combine(args: argparse.Namespace) -> int:
     if table.empty:
         print("rlablate combine: error: no comparison is in every report", file=sys.stderr)
         return 2
+    try:
+        claims, why_not = meta.combine_claims(studies, table)
+        if why_not and args.claims_out:
+            raise ValueError(f"--claims-out: {why_not}")
+    except ValueError as exc:
+        print(f"rlablate combine: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{len(studies)} replications: " + ", ".join(args.report_dirs))
     for note in notes:
         print(f"  {note}")
@@ -456,4 +468,14 @@ def run_combine(args: argparse.Namespace) -> int:
     print(format_markdown_table(table))
     if args.out:
         table.to_csv(args.out, index=False)
+    if why_not:
+        print(why_not)
+        return 0
+    print("\nThe seed claims over the union of the replications' runs (claims 1, 2 and 4 decided "
+          "again from every run's numbers; claim 3 from the pooled filter comparison above):")
+    for rec in claims.to_dict("records"):
+        print(f"  {rec['claim']}. {rec['statement']}: {rec['verdict']}\n     {rec['evidence']}"
+              + (f"\n     would resolve: {rec['would_resolve']}" if rec["would_resolve"] else ""))
+    if args.claims_out:
+        claims.to_csv(args.claims_out, index=False)
     return 0

@@ -21,20 +21,29 @@ The combined interval goes through the report's own verdict rule
 (:func:`analysis.claims.effect_verdict`: moved A / only B / no effect on A within the margin /
 not resolved); a comparison is identified only if it was in every study. Under the normal model
 the equivalence verdict's false-positive rate is the nominal 2.5% per side; `rlablate calibrate`
-has not simulated the combination. The seed claims are not combined (their evidence lives in
-per-run trends that the reports do not keep).
+has not simulated the combination.
+
+The seed claims are combined exactly, not by meta-analysis: each report keeps the per-run numbers
+its claims were decided from (``claim_inputs.json``: trend values, the reference's level, the
+presets' finals), and :func:`combine_claims` decides claims 1, 2 and 4 again over the union of the
+replications' runs with the report's own rules (:func:`analysis.claims.decide_claims`), as one
+study with all their seeds would. Claim 3 reads the filter's pooled comparison above. Reports
+written before claim_inputs.json existed cannot have their claims combined; that is said, not
+guessed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import json
+
 import numpy as np
 import pandas as pd
 import yaml
 from scipy import stats
 
-from analysis.claims import B_MARGIN, UNIDENTIFIED, effect_verdict
+from analysis.claims import B_MARGIN, UNIDENTIFIED, decide_claims, effect_verdict
 from analysis.compare import Z95 as Z975
 
 #: spec keys that may differ between replications of one design
@@ -47,6 +56,7 @@ class Study:
     path: Path
     effects: pd.DataFrame
     spec: dict | None
+    claim_inputs: dict | None = None
 
 
 def load_study(path: str | Path) -> Study:
@@ -59,7 +69,9 @@ def load_study(path: str | Path) -> Study:
                          "or its sweep had no comparison)")
     spec_file = path / "spec.yaml"
     spec = yaml.safe_load(spec_file.read_text()) if spec_file.is_file() else None
-    return Study(path, pd.read_csv(eff), spec)
+    inputs_file = path / "claim_inputs.json"
+    inputs = json.loads(inputs_file.read_text()) if inputs_file.is_file() else None
+    return Study(path, pd.read_csv(eff), spec, inputs)
 
 
 def check_replications(studies: list[Study]) -> list[str]:
@@ -144,3 +156,67 @@ def combine(studies: list[Study], margin: float, b_margin: float = B_MARGIN,
     cols = [*KEY, "studies", "per_study", "dA", "dA_lo", "dA_hi", "B_ratio", "B_ratio_lo",
             "B_ratio_hi", "Q_dA", "Q_dA_p", "I2_dA", "Q_B_p", "verdict"]
     return pd.DataFrame(rows, columns=cols)
+
+
+# ------------------------------------------------------------------------------------------------
+# The seed claims over the union of the replications' runs
+# ------------------------------------------------------------------------------------------------
+def merge_claim_inputs(inputs: list[dict]) -> dict:
+    """One :func:`analysis.claims.claim_inputs` record for the union of the studies' runs:
+    trend values and finals concatenated, each level (a mean over logged values) re-weighted by
+    its count. Raises ValueError (one line) when the studies did not test the same claims with
+    the same variants, which replications of one design always do."""
+    first = inputs[0]
+    out = {"eval_set": first["eval_set"], "held_out": first["held_out"]}
+    for other in inputs[1:]:
+        for k in ("eval_set", "held_out"):
+            if other[k] != first[k]:
+                raise ValueError(f"the claims were read on different eval sets ({k}: "
+                                 f"{first[k]!r} vs {other[k]!r})")
+    for claim in ("1", "2", "3", "4"):
+        parts = [i.get(claim) for i in inputs]
+        if all(p is None for p in parts):
+            continue
+        if any(p is None for p in parts):
+            raise ValueError(f"claim {claim} was tested in some of the reports and not in others")
+        names = {k: parts[0][k] for k in ("first", "second", "filter", "reference", "presets")
+                 if k in parts[0]}
+        for p in parts[1:]:
+            for k, v in names.items():
+                if p[k] != v:
+                    raise ValueError(f"claim {claim} compares {v!r} in one report and {p[k]!r} "
+                                     "in another")
+        merged = dict(names)
+        if "trend" in parts[0]:
+            merged["trend"] = [row for p in parts for row in p["trend"]]
+            merged["level"] = _pool_mean([p["level"] for p in parts])
+        if "clip_frac" in parts[0]:
+            merged["clip_frac"] = _pool_mean([p["clip_frac"] for p in parts])
+            merged["confounded"] = any(p["confounded"] for p in parts)
+        if "finals" in parts[0]:
+            merged["finals"] = [row for p in parts for row in p["finals"]]
+        out[claim] = merged
+    return out
+
+
+def _pool_mean(parts: list[list]) -> list:
+    """[mean, n] of the union from each part's [mean, n] (parts with n = 0 carry nothing)."""
+    kept = [(m, n) for m, n in parts if n]
+    if not kept:
+        return [float("nan"), 0]
+    if len(kept) == 1:
+        return [float(kept[0][0]), int(kept[0][1])]
+    n = sum(k[1] for k in kept)
+    return [float(sum(m * k for m, k in kept) / n), int(n)]
+
+
+def combine_claims(studies: list[Study], combined: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The four claims over the union of the studies' runs (claim 3 from ``combined``, the
+    pooled comparisons), or an empty table and the reason they cannot be combined."""
+    missing = [str(s.path) for s in studies if s.claim_inputs is None]
+    if missing:
+        return pd.DataFrame(), ("claims not combined: no claim_inputs.json in " + ", ".join(missing)
+                                + " (a report from before `rlablate analyze` wrote it; analyse "
+                                "its runs again to add it)")
+    merged = merge_claim_inputs([s.claim_inputs for s in studies])
+    return decide_claims(merged, combined), ""

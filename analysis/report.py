@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
-from analysis.claims import REFERENCE, choice_effects, seed_claims
+from analysis.claims import REFERENCE, choice_effects, claim_inputs, decide_claims
 from analysis.resolve import RULE as RESOLVE_RULE, attach_effect_budget
 from analysis.compare import DEFAULT_MARGIN, check_extrapolation, resolvable_difference
 from analysis.fit import FitWindow
@@ -205,7 +206,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     fits_df = fits_table(fits)
     effects = attach_effect_budget(choice_effects(fits, runs, primary, opt.reference, opt.margin),
                                    fits, primary, opt.margin)
-    claims = seed_claims(runs, results.train, fits, finals, effects, primary, seed_col=axes.seed)
+    claim_data = claim_inputs(runs, results.train, finals, primary, seed_col=axes.seed)
+    claims = decide_claims(claim_data, effects)
     from analysis.schedule import schedule_from_results
     schedule = schedule_from_results(runs, results.evals, primary)  # the design as it ran
     from analysis.plan_report import plan_tables, study_noise, with_measured_noise
@@ -244,6 +246,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                      ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()) + (
                      ("halving",) if len(halving) else ()):
         write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
+    # the claims' per-run inputs, so that `rlablate combine` can decide them over replications
+    (out / "claim_inputs.json").write_text(json.dumps(claim_data, indent=1) + "\n")
     say(f"writing tables, figures and the report into {out}")
     figures = {f"curves_{s}": plots.plot_curves(fits, s, out / f"curves_{s}.png") for s in sets}
     figures["extrapolation"] = plots.plot_extrapolation(fits, primary, opt.extrapolate, window,

@@ -3,6 +3,7 @@ replication checks, coverage of the pooled interval under its own model, and the
 replications of study-m4's design."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from scipy import stats
 
 from analysis import meta
+from analysis.claims import decide_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT / "results" / "reference"
@@ -149,3 +151,83 @@ def test_cli_refuses_what_is_not_a_replication():
     assert r.returncode == 2 and "two or more" in r.stderr
     r = _cli(REF / "study-m4", REF / "study-m4-6s", "--margin", "0")
     assert r.returncode == 2 and "--margin" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# The seed claims over the union of the replications' runs
+# ------------------------------------------------------------------------------------------------
+CLAIM_VARIANTS = ("grpo", "dr_grpo", "dapo", "cispo", "grpo+clip_high=0.28",
+                  "grpo+group_filter=zero_variance")
+
+
+def _analysed(tmp_path, name, seeds):
+    from analysis.report import AnalysisOptions, run_analysis
+    from tests.test_claims import VARIANTS, write_sweep
+    write_sweep(tmp_path / name, {k: VARIANTS[k] for k in CLAIM_VARIANTS}, seeds=seeds,
+                scales=("tiny-1m",))
+    done = run_analysis(AnalysisOptions(str(tmp_path / name), n_boot=100, per_run=False))
+    return done["out"], done["tables"]["claims"].set_index("claim")
+
+
+def test_claims_of_two_replications_equal_one_study_of_all_their_runs(tmp_path):
+    """The synthetic sweep of test_claims (runs seeded by variant and seed, so seed 4 is the same
+    run in every directory) on seeds 0-2 and 3-5, analysed apart and combined, decides claims 1, 2
+    and 4 exactly as the analysis of one sweep holding all six seeds: same verdicts, same numbers
+    in the evidence, same budgets. Claim 3 comes from the pooled filter comparison."""
+    out_a, claims_a = _analysed(tmp_path, "a", (0, 1, 2))
+    out_b, _ = _analysed(tmp_path, "b", (3, 4, 5))
+    _, claims_all = _analysed(tmp_path, "all", (0, 1, 2, 3, 4, 5))
+    # the report keeps its claims' inputs, and they decide the claims it printed
+    inputs = json.loads((out_a / "claim_inputs.json").read_text())
+    assert {"1", "2", "3", "4"} <= set(inputs) and len(inputs["1"]["trend"]) == 2 * 3
+    redecided = decide_claims(inputs, pd.read_csv(out_a / "effects.csv")).set_index("claim")
+    assert redecided[["verdict", "evidence"]].equals(claims_a[["verdict", "evidence"]])
+
+    studies = [meta.load_study(out_a), meta.load_study(out_b)]
+    combined = meta.combine(studies, 0.02)
+    claims, why_not = meta.combine_claims(studies, combined)
+    assert why_not == ""
+    claims = claims.set_index("claim")
+    for n in (1, 2, 4):
+        assert claims.loc[n, "verdict"] == claims_all.loc[n, "verdict"], n
+        assert claims.loc[n, "evidence"] == claims_all.loc[n, "evidence"], n
+        assert claims.loc[n, "would_resolve"] == claims_all.loc[n, "would_resolve"], n
+    assert "(n=6)" in claims.loc[1, "evidence"] and claims.loc[1, "verdict"] == "reproduces"
+    flt = combined.set_index("variant").loc["grpo+group_filter=zero_variance"]
+    assert f"dA = {flt['dA']:+.3f}" in claims.loc[3, "evidence"]
+
+
+def test_claims_are_not_combined_without_their_inputs(tmp_path):
+    """Reports from before claim_inputs.json, or replications that tested other variants."""
+    a = tmp_path / "a"
+    a.mkdir()
+    pd.DataFrame([_effect("dapo", 0.0, 0.02)]).to_csv(a / "effects.csv", index=False)
+    studies = [meta.load_study(a), meta.load_study(a)]
+    claims, why_not = meta.combine_claims(studies, meta.combine(studies, 0.05))
+    assert claims.empty and "no claim_inputs.json" in why_not
+    one = {"eval_set": "in_dist", "held_out": "held_out",
+           "1": {"first": "grpo", "second": "dr_grpo", "trend": [["grpo", "m", 1, 2.0]],
+                 "level": [10.0, 4]}}
+    other = json.loads(json.dumps(one))
+    other["1"]["second"] = "dr_grpo+lr=0.1"
+    with pytest.raises(ValueError, match="claim 1 compares 'dr_grpo' in one report"):
+        meta.merge_claim_inputs([one, other])
+    with pytest.raises(ValueError, match="claim 1 was tested in some"):
+        meta.merge_claim_inputs([one, {"eval_set": "in_dist", "held_out": "held_out"}])
+    # levels are means over logged values: re-weighted by their counts (10*4 + 16*2) / 6 = 12
+    other = json.loads(json.dumps(one))
+    other["1"]["level"] = [16.0, 2]
+    merged = meta.merge_claim_inputs([one, other])
+    assert merged["1"]["level"] == [pytest.approx(12.0), 6] and len(merged["1"]["trend"]) == 2
+
+
+def test_cli_says_why_the_committed_replications_claims_are_not_combined(tmp_path):
+    """The three committed study-m4 reports predate claim_inputs.json: combine says so, and
+    refuses --claims-out (exit 2, nothing written)."""
+    dirs = [REF / "study-m4", REF / "study-m4-6s"]
+    r = _cli(*dirs)
+    assert r.returncode == 0 and "claims not combined: no claim_inputs.json" in r.stdout
+    out = tmp_path / "claims.csv"
+    r = _cli(*dirs, "--claims-out", out, "--out", tmp_path / "e.csv")
+    assert r.returncode == 2 and "--claims-out" in r.stderr and r.stderr.count("\n") == 1
+    assert not out.exists() and not (tmp_path / "e.csv").exists()
