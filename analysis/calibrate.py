@@ -39,11 +39,11 @@ import pandas as pd
 from scipy import stats
 
 from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
-from analysis.claims import (B_MARGIN, CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verdict,
-                             claim2_verdict, claim3_verdict, claim4_verdict, effect_intervals,
-                             effect_verdict)
+from analysis.calibrate_claims import claim4_cells, claim12_cells
+from analysis.claims import B_MARGIN, UNIDENTIFIED, claim3_verdict, effect_intervals, effect_verdict
 from analysis.compare import DEFAULT_MARGIN
 from analysis.fit import FitError, predict_reward
+from analysis.meta import pool_effect
 from analysis.schedule import REFERENCE, Group, read_schedule, schedule_from_results  # noqa: F401
 
 # ------------------------------------------------------------------------------------------------
@@ -191,130 +191,56 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed: int,
-                 margin: float = DEFAULT_MARGIN, n_boot: int = 1000) -> dict[str, list[str]]:
+                 margin: float = DEFAULT_MARGIN, n_boot: int = 1000,
+                 replications: tuple[int, ...] | None = None) -> dict[str, list[str]]:
     """Verdicts of ``var`` vs ``ref`` over ``n_sweeps`` simulated sweeps under each truth:
     null (same curve), A (dA = effect_A), B (B x effect_B), edge (dA = margin, the boundary of
-    "no effect"). The reference group is simulated once per sweep and shared by the truths."""
+    "no effect"). The reference group is simulated once per sweep and shared by the truths.
+
+    ``replications`` (seeds of each, e.g. (4, 6, 6)): each simulated sweep is that many studies
+    of the design instead of one, sharing the eval items and R0 (one warm start, one eval seed,
+    as real replications do) with their own seeds, each analysed alone; the verdict is
+    `rlablate combine`'s (:func:`analysis.meta.pool_effect` on their intervals)."""
     rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
     sim = Simulator(noise, ref.n_items, ref.k, rng)
     c_mid = noise.mid_frac * ref.steps
     truths = {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
               "edge": (margin, 1.0)}
+    studies = [(ref, var)] if replications is None else [
+        (replace(ref, seeds=n), replace(var, seeds=n)) for n in replications]
     out = {t: [] for t in truths}
     for i in range(n_sweeps):
         r0_i, a_i = sim.items(noise.A, noise.R0)
         r0_obs = sim.r0(r0_i)
-        ref_fit = _fit(sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, c_mid), n_boot, i)
-        for name, (dA, b_ratio) in truths.items():
-            if ref_fit[0] is None or not ref_fit[0].identified:
-                out[name].append(_effect(ref_fit, ref_fit, margin))  # decided by the reference
-                continue
-            v = _fit(sim.group("var", var, r0_i, a_i, r0_obs, noise.B * b_ratio, c_mid, dA),
-                     n_boot, i)
-            out[name].append(_effect(ref_fit, v, margin))
+        fits = {t: [] for t in truths}  # per truth: (reference fit, variant fit) per study
+        for j, (ref_j, var_j) in enumerate(studies):
+            boot_seed = i if replications is None else i * len(studies) + j
+            ref_fit = _fit(sim.group("ref", ref_j, r0_i, a_i, r0_obs, noise.B, c_mid), n_boot,
+                           boot_seed)
+            for name, (dA, b_ratio) in truths.items():
+                if ref_fit[0] is None or not ref_fit[0].identified:
+                    fits[name].append((ref_fit, ref_fit))  # decided by the reference
+                    continue
+                v = _fit(sim.group("var", var_j, r0_i, a_i, r0_obs, noise.B * b_ratio, c_mid,
+                                   dA), n_boot, boot_seed)
+                fits[name].append((ref_fit, v))
+        for name in truths:
+            out[name].append(_effect(*fits[name][0], margin) if replications is None
+                             else _pooled_effect(fits[name], margin))
     return out
 
 
-def _series(rng, n_runs, steps, level, growth, seed_sd_growth, step_sd, seed_sd_level=0.0):
-    """Per-step values of n_runs runs: level + per-run offset + growth * step / steps + noise."""
-    t = np.arange(1, steps + 1)
-    g = growth + rng.normal(0, seed_sd_growth, n_runs)
-    lv = level + rng.normal(0, seed_sd_level, n_runs)
-    return lv[:, None] + g[:, None] * t[None, :] / steps + rng.normal(0, step_sd, (n_runs, steps))
-
-
-def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], how: str,
-                 steps: int) -> pd.DataFrame:
-    """The per-run trend table of simulated series, computed as
-    :func:`analysis.claims.run_trend` does (``tests/test_calibrate.py`` checks they agree)."""
-    n = steps
-    q = max(n // 4, 1)
-    rows = {"run_id": [], "variant": [], "scale": [], "seed": [], "value": []}
-    for variant, v in values.items():
-        vals = (v[:, -q:].mean(1) - v[:, :q].mean(1)) if how == "change" else v[:, n // 2:].mean(1)
-        for j, (scale, seed) in enumerate(pairs):
-            rows["run_id"].append(f"{variant}-{scale}-{seed}")
-            rows["variant"].append(variant)
-            rows["scale"].append(scale)
-            rows["seed"].append(seed)
-            rows["value"].append(float(vals[j]))
-    return pd.DataFrame(rows)
-
-
-LEN_LEVEL, ENTROPY_LEVEL = 20.0, 0.7  # simulated levels of claims 1 and 2 (tokens, nats)
-
-
-def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
-                  seed: int, claim: str = "claim 1") -> dict[str, list[str]]:
-    """Claim 1 or 2 under its null and alternative, ``pairs`` = the (scale, seed) pairs both
-    compared variants have, over ``steps`` common steps. Claim 1 null: both variants' incorrect
-    responses grow by len_growth (Dr. GRPO stops nothing); alternative: Dr. GRPO's stay flat.
-    Claim 2 null: equal entropy; alternative: clip-higher + entropy_effect."""
-    rng = np.random.default_rng([seed, 1 if claim == "claim 1" else 2])
-    n = len(pairs)
-    out = {"null": [], "alt": []}
-    nz = noise
-    for _ in range(n_sweeps):
-        if claim == "claim 1":
-            for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
-                vals = {"grpo": _series(rng, n, steps, LEN_LEVEL, nz.len_growth, nz.len_seed_sd,
-                                        nz.len_step_sd),
-                        "dr_grpo": _series(rng, n, steps, LEN_LEVEL, dr_growth, nz.len_seed_sd,
-                                           nz.len_step_sd)}
-                out[truth].append(claim1_verdict(_trend_frame(vals, pairs, "change", steps),
-                                                 "grpo", "dr_grpo",
-                                                 CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0])
-        else:
-            for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
-                vals = {"grpo": _series(rng, n, steps, ENTROPY_LEVEL, 0.0, 0.0, nz.entropy_step_sd,
-                                        nz.entropy_seed_sd),
-                        "clip": _series(rng, n, steps, ENTROPY_LEVEL + effect, 0.0, 0.0,
-                                        nz.entropy_step_sd, nz.entropy_seed_sd)}
-                out[truth].append(claim2_verdict(_trend_frame(vals, pairs, "late_mean", steps),
-                                                 "clip", "grpo",
-                                                 margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0])
-    return out
-
-
-def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n_items: int,
-                 k: int, n_sweeps: int, seed: int) -> dict[str, list[str]]:
-    """Claim 4 under equal true spreads (null, both ``spread``), no differences at all (zero) and
-    the alternative (held-out spread ``spread_alt_held_out``). ``presets``: scale -> the preset
-    names at that scale."""
-    rng = np.random.default_rng([seed, 4])
-    nz = noise
-    se_eval = {s: np.sqrt(max(p * (1 - p), 0.05) / (k * n_items)) for s, p in
-               (("in_dist", nz.R0 + 0.07), ("held_out", nz.R0 / 2 + 0.04))}
-    truths = {"null": (nz.spread, nz.spread), "zero": (0.0, 0.0),
-              "alt": (nz.spread, nz.spread_alt_held_out)}
-    cols = {"variant": [], "scale_value": [], "eval_set": []}
-    sizes = []
-    for scale, names in presets.items():
-        for es in ("in_dist", "held_out"):
-            for name in names:
-                for _ in range(seeds):
-                    cols["variant"].append(name)
-                    cols["scale_value"].append(scale)
-                    cols["eval_set"].append(es)
-            sizes.append((es, len(names)))
-    frame = pd.DataFrame(cols)
-    out = {t: [] for t in truths}
-    for _ in range(n_sweeps):
-        for truth, (sp_in, sp_ho) in truths.items():
-            finals, r0s = [], []
-            for es, n_alg in sizes:
-                # fixed effects: these algorithms' true gains have exactly this spread (sd)
-                z = rng.normal(0, 1, n_alg)
-                z = (z - z.mean()) / z.std(ddof=1)
-                mu = (sp_in if es == "in_dist" else sp_ho) * z
-                r0 = rng.normal(0, se_eval[es])  # one warm start: R0 shared by the scale
-                noise_runs = (rng.normal(0, nz.gain_seed_sd, (n_alg, seeds))
-                              + rng.normal(0, se_eval[es], (n_alg, seeds)))
-                finals.append((0.07 + mu[:, None] + noise_runs).ravel())
-                r0s.append(np.full(n_alg * seeds, r0))
-            fin = frame.assign(final=np.concatenate(finals), r0=np.concatenate(r0s))
-            out[truth].append(claim4_verdict(fin, "in_dist", "held_out")[0])
-    return out
+def _pooled_effect(fits, margin) -> str:
+    """`rlablate combine`'s verdict on several studies' (reference, variant) fits."""
+    rows = []
+    for (f_r, b_r), (f_v, b_v) in fits:
+        if f_r is None or f_v is None or not (f_r.identified and f_v.identified):
+            return UNIDENTIFIED + " in some study"
+        a_ci, b_ci = effect_intervals(b_v, b_r)
+        if not np.all(np.isfinite([*a_ci, *b_ci])):
+            return UNIDENTIFIED + " in some study"
+        rows.append((f_v.A - f_r.A, *a_ci, f_v.B / f_r.B, *b_ci))
+    return pool_effect(*np.array(rows).T, margin)["verdict"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -362,12 +288,21 @@ def effect_rows(setting: str, cells: dict[str, list[str]]) -> list[dict]:
 
 def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: int = 500,
               seed: int = 0, margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
-              n_boot: int = 1000, progress=None) -> pd.DataFrame:
+              n_boot: int = 1000, progress=None,
+              replications: tuple[int, ...] | None = None) -> pd.DataFrame:
     """The calibration table of a schedule (:func:`read_schedule`): one row per verdict, setting
     and kind (false positive / power) with the rate over ``n_sweeps`` simulated sweeps and its
     95% Clopper-Pearson interval. Settings are the distinct (reference, variant) schedules of the
-    design-choice comparisons, then the claims."""
+    design-choice comparisons, then the claims.
+
+    ``replications`` (seeds of each replication of the design, e.g. (4, 6, 6)) calibrates what
+    `rlablate combine` says of them instead: the comparisons pooled by
+    :func:`analysis.meta.pool_effect` (see :func:`effect_cells`), claim 3 from the pooled filter
+    verdict, and claims 1, 2 and 4 over the union of the replications' runs (that is how combine
+    decides them), i.e. with the replications' seeds added up."""
     noise = noise or NoiseModel()
+    if replications is not None:
+        groups = [replace(g, seeds=sum(replications)) for g in groups]  # claims: the union
     by_scale: dict[str, dict[str, Group]] = {}
     for g in groups:
         by_scale.setdefault(g.scale, {})[g.variant] = g
@@ -392,10 +327,13 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         ref = Group(reference, "", r_steps, r_every, r_seeds, n_items, k)
         var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
         t0 = time.perf_counter()
-        cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot)
+        cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot, replications)
         results[key] = cells
+        seeds = (f"{r_seeds}+{v_seeds} seeds" if replications is None else
+                 f"{len(replications)} replications pooled, seeds "
+                 f"{'+'.join(map(str, replications))} an arm")
         setting = (f"{reference} {r_steps} steps/eval {r_every} vs {v_steps}/{v_every}, "
-                   f"{r_seeds}+{v_seeds} seeds ({len(who)} comparisons: "
+                   f"{seeds} ({len(who)} comparisons: "
                    f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''})")
         rows += effect_rows(setting, cells)
         covered[setting] = list(who)

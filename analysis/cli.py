@@ -203,6 +203,9 @@ _NOISE_FLAGS = {  # flag -> (NoiseModel field, help)
     "--mid-frac": ("mid_frac", "C_mid as a fraction of the reference group's train.steps"),
     "--seed-sd-A": ("seed_sd_A", "seed-to-seed sd of A"),
     "--seed-sd-logB": ("seed_sd_logB", "seed-to-seed sd of log B"),
+    "--item-spread": ("item_spread", "sd of the eval items' starts and ceilings around R0 and A"),
+    "--wobble-sd": ("wobble_sd", "sd of the within-run AR(1) wobble of the pass rate"),
+    "--wobble-rho-step": ("wobble_rho_step", "the wobble's correlation per train step"),
     "--effect-A": ("effect_A", "dA of the 'moved A' alternative"),
     "--effect-B": ("effect_B", "B ratio of the 'only B' alternative"),
     "--spread": ("spread", "claim 4: sd of the algorithms' true gains (null: both sets)"),
@@ -225,6 +228,10 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                         help="the variant the design choices are compared with")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                         help="bootstrap replicates per simulated fit (as analyze)")
+    parser.add_argument("--replications", metavar="SEEDS,SEEDS,...",
+                        help="calibrate what `rlablate combine` says of this many replications "
+                             "of the spec, each with the given seeds per arm (e.g. 4,6,6): the "
+                             "comparisons pooled, the claims over the union of their runs")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
@@ -262,10 +269,21 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.sweeps < 1:
         print("rlablate calibrate: error: --sweeps must be >= 1", file=sys.stderr)
         return 2
+    replications = None
+    if args.replications is not None:
+        parts = args.replications.split(",")
+        replications = tuple(int(x) for x in parts) if all(x.isdigit() for x in parts) else ()
+        if len(replications) < 2 or min(replications) < 2:
+            print("rlablate calibrate: error: --replications takes two or more seed counts, each "
+                  f">= 2, comma-separated (e.g. 4,6,6); got {args.replications!r}", file=sys.stderr)
+            return 2
     table = calibrate(groups, noise, args.sweeps, args.seed, args.margin, args.reference,
-                      args.bootstrap, progress=lambda m: print(f"  {m}", file=sys.stderr))
-    print(f"calibration of sweep {name!r} ({len(groups)} groups), {args.sweeps} simulated "
-          f"sweeps per cell")
+                      args.bootstrap, progress=lambda m: print(f"  {m}", file=sys.stderr),
+                      replications=replications)
+    what = (f"{len(replications)} replications (seeds {'+'.join(map(str, replications))} an "
+            "arm) pooled as `rlablate combine` pools them" if replications else "one study")
+    print(f"calibration of sweep {name!r} ({len(groups)} groups; {what}), {args.sweeps} "
+          f"simulated sweeps per cell")
     print(describe(noise, args.margin))
     print(format_markdown_table(table))
     if args.out:
@@ -435,30 +453,25 @@ def run_combine(args: argparse.Namespace) -> int:
     from analysis import meta
     from analysis.report import format_markdown_table
 
+    def fail(message: str) -> int:
+        print(f"rlablate combine: error: {message}", file=sys.stderr)
+        return 2
+
     if len(args.report_dirs) < 2:
-        print("rlablate combine: error: give two or more report directories", file=sys.stderr)
-        return 2
+        return fail("give two or more report directories")
     if not 0 < args.margin < 1:
-        print(f"rlablate combine: error: --margin must be in (0, 1), got {args.margin}",
-              file=sys.stderr)
-        return 2
+        return fail(f"--margin must be in (0, 1), got {args.margin}")
     try:
         studies = [meta.load_study(d) for d in args.report_dirs]
         notes = meta.check_replications(studies)
-    except (ValueError, OSError) as exc:
-        print(f"rlablate combine: error: {exc}", file=sys.stderr)
-        return 2
-    table = meta.combine(studies, args.margin)
-    if table.empty:
-        print("rlablate combine: error: no comparison is in every report", file=sys.stderr)
-        return 2
-    try:
+        table = meta.combine(studies, args.margin)
+        if table.empty:
+            return fail("no comparison is in every report")
         claims, why_not = meta.combine_claims(studies, table)
         if why_not and args.claims_out:
-            raise ValueError(f"--claims-out: {why_not}")
-    except ValueError as exc:
-        print(f"rlablate combine: error: {exc}", file=sys.stderr)
-        return 2
+            return fail(f"--claims-out: {why_not}")
+    except (ValueError, OSError) as exc:
+        return fail(str(exc))
     print(f"{len(studies)} replications: " + ", ".join(args.report_dirs))
     for note in notes:
         print(f"  {note}")
@@ -466,6 +479,9 @@ def run_combine(args: argparse.Namespace) -> int:
           f"(normal approximation); margin on A +-{args.margin:g}; post hoc unless a spec "
           "pre-registered it")
     print(format_markdown_table(table))
+    if command := meta.calibrate_command(studies, args.margin):
+        print(f"their false-positive rates, simulated: {command} (plus the noise a report's "
+              "calibration section states)")
     if args.out:
         table.to_csv(args.out, index=False)
     if why_not:

@@ -103,6 +103,17 @@ def check_replications(studies: list[Study]) -> list[str]:
     return notes
 
 
+def calibrate_command(studies: list[Study], margin: float) -> str:
+    """The `rlablate calibrate` line that simulates these replications' pooled verdicts (each
+    study's seeds an arm, from its spec), or "" when a spec is missing."""
+    if any(s.spec is None for s in studies):
+        return ""
+    counts = [s.spec.get("seeds") for s in studies]
+    counts = [c if isinstance(c, int) else len(c or []) for c in counts]
+    return (f"rlablate calibrate {studies[0].path / 'spec.yaml'} --replications "
+            f"{','.join(map(str, counts))} --margin {margin:g}")
+
+
 def _show(d: dict, k: str) -> str:
     return repr(d[k]) if k in d else "absent"
 
@@ -118,8 +129,29 @@ def fixed_effect(est: np.ndarray, se: np.ndarray) -> dict:
             "I2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0}
 
 
-def _se(lo: pd.Series, hi: pd.Series) -> np.ndarray:
-    return ((hi - lo) / (2 * Z975)).to_numpy(float)
+def pool_effect(dA, dA_lo, dA_hi, B_ratio, B_lo, B_hi, margin: float,
+                b_margin: float = B_MARGIN, alpha_q: float = 0.05) -> dict:
+    """One comparison pooled over k studies (arrays of each study's point estimates and 95%
+    interval ends): dA and log(B ratio) by :func:`fixed_effect`, their 95% intervals, Q, I^2 and
+    the report's verdict; no verdict when Q rejects homogeneity at ``alpha_q``. The estimates
+    must all be identified (the caller decides what an unidentified study means).
+    :func:`combine` and the replication calibration (analysis.calibrate) both use it."""
+    dA, B_ratio = np.asarray(dA, float), np.asarray(B_ratio, float)
+    a = fixed_effect(dA, _se(np.asarray(dA_lo, float), np.asarray(dA_hi, float)))
+    b = fixed_effect(np.log(B_ratio), _se(np.log(np.asarray(B_lo, float)),
+                                          np.log(np.asarray(B_hi, float))))
+    a_ci = (a["est"] - Z975 * a["se"], a["est"] + Z975 * a["se"])
+    b_ci = (float(np.exp(b["est"] - Z975 * b["se"])), float(np.exp(b["est"] + Z975 * b["se"])))
+    hetero = [name for name, r in (("dA", a), ("B", b)) if r["Q_p"] < alpha_q]
+    verdict = (f"heterogeneous ({', '.join(hetero)}: Q p < {alpha_q:g}), not combined"
+               if hetero else effect_verdict(a["est"], a_ci, b_ci, True, margin, b_margin))
+    return {"dA": a["est"], "dA_lo": a_ci[0], "dA_hi": a_ci[1], "B_ratio": float(np.exp(b["est"])),
+            "B_ratio_lo": b_ci[0], "B_ratio_hi": b_ci[1], "Q_dA": a["Q"], "Q_dA_p": a["Q_p"],
+            "I2_dA": a["I2"], "Q_B_p": b["Q_p"], "verdict": verdict}
+
+
+def _se(lo, hi) -> np.ndarray:
+    return (np.asarray(hi, float) - np.asarray(lo, float)) / (2 * Z975)
 
 
 def combine(studies: list[Study], margin: float, b_margin: float = B_MARGIN,
@@ -141,18 +173,9 @@ def combine(studies: list[Study], margin: float, b_margin: float = B_MARGIN,
         if not identified:
             rows.append({**rec, "verdict": UNIDENTIFIED + " in some study"})
             continue
-        a = fixed_effect(g["dA"].to_numpy(float), _se(g["dA_lo"], g["dA_hi"]))
-        b = fixed_effect(np.log(g["B_ratio"].to_numpy(float)),
-                         _se(np.log(g["B_ratio_lo"]), np.log(g["B_ratio_hi"])))
-        a_ci = (a["est"] - Z975 * a["se"], a["est"] + Z975 * a["se"])
-        b_ci = (float(np.exp(b["est"] - Z975 * b["se"])), float(np.exp(b["est"] + Z975 * b["se"])))
-        hetero = [name for name, r in (("dA", a), ("B", b)) if r["Q_p"] < alpha_q]
-        verdict = (f"heterogeneous ({', '.join(hetero)}: Q p < {alpha_q:g}), not combined"
-                   if hetero else effect_verdict(a["est"], a_ci, b_ci, True, margin, b_margin))
-        rows.append({**rec, "dA": a["est"], "dA_lo": a_ci[0], "dA_hi": a_ci[1],
-                     "B_ratio": float(np.exp(b["est"])), "B_ratio_lo": b_ci[0],
-                     "B_ratio_hi": b_ci[1], "Q_dA": a["Q"], "Q_dA_p": a["Q_p"], "I2_dA": a["I2"],
-                     "Q_B_p": b["Q_p"], "verdict": verdict})
+        rows.append({**rec, **pool_effect(g["dA"], g["dA_lo"], g["dA_hi"], g["B_ratio"],
+                                          g["B_ratio_lo"], g["B_ratio_hi"], margin, b_margin,
+                                          alpha_q)})
     cols = [*KEY, "studies", "per_study", "dA", "dA_lo", "dA_hi", "B_ratio", "B_ratio_lo",
             "B_ratio_hi", "Q_dA", "Q_dA_p", "I2_dA", "Q_B_p", "verdict"]
     return pd.DataFrame(rows, columns=cols)

@@ -141,6 +141,7 @@ def test_cli_on_the_three_replications_of_study_m4(tmp_path):
     assert got.loc["dr_grpo", "dA"] == pytest.approx(-0.030, abs=5e-4)
     assert len(got) == 6 and not got["verdict"].str.startswith("not resolved").any()
     assert "only B" in r.stdout and "normal approximation" in r.stdout
+    assert "--replications 4,6,6 --margin 0.05" in r.stdout
 
 
 def test_cli_refuses_what_is_not_a_replication():

@@ -1,0 +1,121 @@
+"""The seed claims' cells of the calibration (analysis.calibrate): claims 1 and 2 from simulated
+per-step training series, claim 4 from simulated per-run gains, each decided by the report's own
+verdict function (:func:`analysis.claims.claim1_verdict`, ``claim2_verdict``,
+:func:`analysis.variance.claim4_verdict`) under its null and alternative truths. The noise model is
+:class:`analysis.calibrate.NoiseModel` (its ``len_*``, ``entropy_*``, ``spread*`` and
+``gain_seed_sd`` fields).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims import (CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verdict,
+                             claim2_verdict, claim4_verdict)
+
+if TYPE_CHECKING:
+    from analysis.calibrate import NoiseModel
+
+
+def _series(rng, n_runs, steps, level, growth, seed_sd_growth, step_sd, seed_sd_level=0.0):
+    """Per-step values of n_runs runs: level + per-run offset + growth * step / steps + noise."""
+    t = np.arange(1, steps + 1)
+    g = growth + rng.normal(0, seed_sd_growth, n_runs)
+    lv = level + rng.normal(0, seed_sd_level, n_runs)
+    return lv[:, None] + g[:, None] * t[None, :] / steps + rng.normal(0, step_sd, (n_runs, steps))
+
+
+def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], how: str,
+                 steps: int) -> pd.DataFrame:
+    """The per-run trend table of simulated series, computed as
+    :func:`analysis.claims.run_trend` does (``tests/test_calibrate.py`` checks they agree)."""
+    n = steps
+    q = max(n // 4, 1)
+    rows = {"run_id": [], "variant": [], "scale": [], "seed": [], "value": []}
+    for variant, v in values.items():
+        vals = (v[:, -q:].mean(1) - v[:, :q].mean(1)) if how == "change" else v[:, n // 2:].mean(1)
+        for j, (scale, seed) in enumerate(pairs):
+            rows["run_id"].append(f"{variant}-{scale}-{seed}")
+            rows["variant"].append(variant)
+            rows["scale"].append(scale)
+            rows["seed"].append(seed)
+            rows["value"].append(float(vals[j]))
+    return pd.DataFrame(rows)
+
+
+LEN_LEVEL, ENTROPY_LEVEL = 20.0, 0.7  # simulated levels of claims 1 and 2 (tokens, nats)
+
+
+def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
+                  seed: int, claim: str = "claim 1") -> dict[str, list[str]]:
+    """Claim 1 or 2 under its null and alternative, ``pairs`` = the (scale, seed) pairs both
+    compared variants have, over ``steps`` common steps. Claim 1 null: both variants' incorrect
+    responses grow by len_growth (Dr. GRPO stops nothing); alternative: Dr. GRPO's stay flat.
+    Claim 2 null: equal entropy; alternative: clip-higher + entropy_effect."""
+    rng = np.random.default_rng([seed, 1 if claim == "claim 1" else 2])
+    n = len(pairs)
+    out = {"null": [], "alt": []}
+    nz = noise
+    for _ in range(n_sweeps):
+        if claim == "claim 1":
+            for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
+                vals = {"grpo": _series(rng, n, steps, LEN_LEVEL, nz.len_growth, nz.len_seed_sd,
+                                        nz.len_step_sd),
+                        "dr_grpo": _series(rng, n, steps, LEN_LEVEL, dr_growth, nz.len_seed_sd,
+                                           nz.len_step_sd)}
+                out[truth].append(claim1_verdict(_trend_frame(vals, pairs, "change", steps),
+                                                 "grpo", "dr_grpo",
+                                                 CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0])
+        else:
+            for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
+                vals = {"grpo": _series(rng, n, steps, ENTROPY_LEVEL, 0.0, 0.0, nz.entropy_step_sd,
+                                        nz.entropy_seed_sd),
+                        "clip": _series(rng, n, steps, ENTROPY_LEVEL + effect, 0.0, 0.0,
+                                        nz.entropy_step_sd, nz.entropy_seed_sd)}
+                out[truth].append(claim2_verdict(_trend_frame(vals, pairs, "late_mean", steps),
+                                                 "clip", "grpo",
+                                                 margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0])
+    return out
+
+
+def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n_items: int,
+                 k: int, n_sweeps: int, seed: int) -> dict[str, list[str]]:
+    """Claim 4 under equal true spreads (null, both ``spread``), no differences at all (zero) and
+    the alternative (held-out spread ``spread_alt_held_out``). ``presets``: scale -> the preset
+    names at that scale."""
+    rng = np.random.default_rng([seed, 4])
+    nz = noise
+    se_eval = {s: np.sqrt(max(p * (1 - p), 0.05) / (k * n_items)) for s, p in
+               (("in_dist", nz.R0 + 0.07), ("held_out", nz.R0 / 2 + 0.04))}
+    truths = {"null": (nz.spread, nz.spread), "zero": (0.0, 0.0),
+              "alt": (nz.spread, nz.spread_alt_held_out)}
+    cols = {"variant": [], "scale_value": [], "eval_set": []}
+    sizes = []
+    for scale, names in presets.items():
+        for es in ("in_dist", "held_out"):
+            for name in names:
+                for _ in range(seeds):
+                    cols["variant"].append(name)
+                    cols["scale_value"].append(scale)
+                    cols["eval_set"].append(es)
+            sizes.append((es, len(names)))
+    frame = pd.DataFrame(cols)
+    out = {t: [] for t in truths}
+    for _ in range(n_sweeps):
+        for truth, (sp_in, sp_ho) in truths.items():
+            finals, r0s = [], []
+            for es, n_alg in sizes:
+                # fixed effects: these algorithms' true gains have exactly this spread (sd)
+                z = rng.normal(0, 1, n_alg)
+                z = (z - z.mean()) / z.std(ddof=1)
+                mu = (sp_in if es == "in_dist" else sp_ho) * z
+                r0 = rng.normal(0, se_eval[es])  # one warm start: R0 shared by the scale
+                noise_runs = (rng.normal(0, nz.gain_seed_sd, (n_alg, seeds))
+                              + rng.normal(0, se_eval[es], (n_alg, seeds)))
+                finals.append((0.07 + mu[:, None] + noise_runs).ravel())
+                r0s.append(np.full(n_alg * seeds, r0))
+            fin = frame.assign(final=np.concatenate(finals), r0=np.concatenate(r0s))
+            out[truth].append(claim4_verdict(fin, "in_dist", "held_out")[0])
+    return out
