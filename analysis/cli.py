@@ -442,6 +442,9 @@ def add_combine_parser(subparsers) -> argparse.ArgumentParser:
                         help="equivalence margin on A for 'no effect on A' (default %(default)s; "
                              "use the studies' own)")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+    parser.add_argument("--mixed-base", action="store_true",
+                        help="pool studies whose runs started from different warm starts "
+                             "(R0 differs: e.g. built on another CPU); refused by default")
     parser.add_argument("--claims-out", metavar="FILE.csv",
                         help="also write the seed claims decided over the union of the "
                              "replications' runs as CSV")
@@ -463,7 +466,7 @@ def run_combine(args: argparse.Namespace) -> int:
         return fail(f"--margin must be in (0, 1), got {args.margin}")
     try:
         studies = [meta.load_study(d) for d in args.report_dirs]
-        notes = meta.check_replications(studies)
+        notes = meta.check_replications(studies, args.mixed_base)
         table = meta.combine(studies, args.margin)
         if table.empty:
             return fail("no comparison is in every report")

@@ -189,6 +189,38 @@ def parse_eval_row(obj: dict) -> list[dict]:
     return [{**base, "eval_set": name, **metrics} for name, metrics in sorted(per_set.items())]
 
 
+def _fp(d) -> str:
+    """A fingerprint's one-line summary (harness.numerics.fingerprint); runs written before
+    fingerprints were recorded (2026-12-05) read as 'unknown'."""
+    return (d or {}).get("summary") or "unknown"
+
+
+def _numerics(summary: dict) -> str:
+    now = _fp(summary.get("numerics"))
+    before = summary.get("numerics_before_resume")
+    return f"{_fp(before)}, then {now}" if before else now
+
+
+def numerics_line(runs: pd.DataFrame) -> str:
+    """What the runs computed on. Fixed seeds reproduce only on the same numerics (CPU kernel
+    path, torch, threads; harness.numerics): a study whose runs, or whose warm starts, did not
+    share them is said to be mixed, and a rerun on other numerics is a new draw, not a copy."""
+    if runs.empty:
+        return "Numerics: no run."
+    run_c = runs.get("numerics", pd.Series("unknown", index=runs.index)).fillna("unknown").value_counts()
+    warm_c = runs.get("warm_numerics", pd.Series("unknown", index=runs.index)).fillna("unknown").value_counts()
+    tail = (" Fixed seeds reproduce a run only on the same numerics: on another CPU's kernel path "
+            "the warm start and every trajectory are another draw (LOG 2026-12-05).")
+    if list(run_c.index) == ["unknown"] and list(warm_c.index) == ["unknown"]:
+        return "Numerics: not recorded (runs written before fingerprints, 2026-12-05)." + tail
+    if len(run_c) == 1 and len(warm_c) == 1:
+        warm = "the same" if warm_c.index[0] == run_c.index[0] else warm_c.index[0]
+        return f"Numerics: all {len(runs)} runs on {run_c.index[0]}; warm start built on {warm}." + tail
+    show = lambda c: "; ".join(f"{n} on {k}" for k, n in c.items())  # noqa: E731
+    return (f"Numerics **mixed**: runs {show(run_c)}; warm starts built (runs) {show(warm_c)}. "
+            "These runs are not one machine's deterministic set." + tail)
+
+
 def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue],
              train: list[dict] | None = None,
              train_keys: tuple[str, ...] | None = TRAIN_KEYS) -> tuple[dict, list[dict]]:
@@ -200,7 +232,9 @@ def load_run(run_dir: Path, sweep: str, issues: list[LoadIssue],
     status = str(summary.get("status", "unknown"))
     run = {"sweep": sweep, "run_id": run_dir.name, "run_dir": str(run_dir), "status": status,
            "last_step": summary.get("step"), "total_steps": summary.get("total_steps"),
-           "error": summary.get("error"), "diverged_step": summary.get("diverged_step")}
+           "error": summary.get("error"), "diverged_step": summary.get("diverged_step"),
+           "numerics": _numerics(summary),
+           "warm_numerics": _fp(((summary.get("warm_start") or {}).get("numerics")))}
     metrics = run_dir / "metrics.jsonl"
     records: list[dict] = []
     if not metrics.exists():

@@ -13,7 +13,9 @@ the width is kept, any skew is not). Heterogeneity is Cochran's Q = sum_i w_i (d
 k - 1 degrees of freedom, with I^2 = max(0, (Q - (k - 1)) / Q) (Higgins & Thompson 2002, Stat.
 Med. 21:1539). A fixed effect is the model of *replications*: the studies must be the same design
 (their ``spec.yaml`` equal but for name, description, seeds, plan and the executor), on disjoint
-seeds (runs are deterministic, so a shared seed is the same run counted twice); both are checked.
+seeds (runs are deterministic, so a shared seed is the same run counted twice), from one base
+model (the same step-0 eval R0: a warm start rebuilt on another CPU's numerics is another model);
+all three are checked.
 A comparison whose Q rejects homogeneity at 5% is reported but given no verdict: the studies
 disagree by more than their intervals allow, and a pooled number would hide it.
 
@@ -57,6 +59,7 @@ class Study:
     effects: pd.DataFrame
     spec: dict | None
     claim_inputs: dict | None = None
+    r0: dict | None = None  # {eval set: the step-0 eval every run started from}, from fits.csv
 
 
 def load_study(path: str | Path) -> Study:
@@ -71,17 +74,48 @@ def load_study(path: str | Path) -> Study:
     spec = yaml.safe_load(spec_file.read_text()) if spec_file.is_file() else None
     inputs_file = path / "claim_inputs.json"
     inputs = json.loads(inputs_file.read_text()) if inputs_file.is_file() else None
-    return Study(path, pd.read_csv(eff), spec, inputs)
+    fits_file = path / "fits.csv"
+    r0 = None
+    if fits_file.is_file():
+        fits = pd.read_csv(fits_file, usecols=["eval_set", "R0"]).dropna()
+        r0 = {k: sorted(set(g["R0"])) for k, g in fits.groupby("eval_set")}
+    return Study(path, pd.read_csv(eff), spec, inputs, r0)
 
 
-def check_replications(studies: list[Study]) -> list[str]:
-    """Raise ValueError (one line naming the key) unless the studies are one design on disjoint
-    seeds; return notes on what could not be checked."""
-    notes = []
+def check_base(studies: list[Study], mixed_base: bool = False) -> list[str]:
+    """Raise ValueError unless every study started from the same base: the same step-0 eval (R0)
+    on every eval set they share. A warm start is rebuilt per machine and is chaotic in the CPU's
+    numerics (harness.numerics: 0.400 on one CPU, 0.456 on another, for one config), so one spec
+    run on two machines is two base models; ``mixed_base`` pools them anyway, with a note."""
+    known = [s for s in studies if s.r0]
+    notes = [] if len(known) == len(studies) else [
+        "base not checked for " + ", ".join(str(s.path) for s in studies if not s.r0)
+        + " (no fits.csv in the report)"]
+    for s in known[1:]:
+        for k in sorted(set(known[0].r0) & set(s.r0)):
+            a, b = known[0].r0[k], s.r0[k]
+            if not (len(a) == len(b) and np.allclose(a, b, rtol=0, atol=1e-12)):
+                msg = (f"{s.path} did not start where {known[0].path} did: R0 ({k}, the step-0 "
+                       f"eval) {_r0(b)} vs {_r0(a)}: another warm start (one spec, so another "
+                       "machine's numerics or another harness/torch built it)")
+                if not mixed_base:
+                    raise ValueError(msg + "; --mixed-base pools them anyway")
+                notes.append(msg + "; pooled anyway (--mixed-base): the effect is averaged over "
+                             "base models, and Q tests whether it differs between them")
+    return notes
+
+
+def _r0(v: list) -> str:
+    return "/".join(f"{x:.4f}" for x in v)
+
+
+def check_replications(studies: list[Study], mixed_base: bool = False) -> list[str]:
+    """Raise ValueError (one line naming the key) unless the studies are one design, from one
+    base (:func:`check_base`), on disjoint seeds; return notes on what could not be checked."""
     specs = [(s.path, s.spec) for s in studies if s.spec is not None]
-    if len(specs) < len(studies):
-        notes.append("design not checked for " + ", ".join(
-            str(s.path) for s in studies if s.spec is None) + " (no spec.yaml in the report)")
+    notes = [] if len(specs) == len(studies) else [
+        "design not checked for " + ", ".join(str(s.path) for s in studies if s.spec is None)
+        + " (no spec.yaml in the report)"]
     if specs:
         p0, ref = specs[0]
         design0 = {k: v for k, v in ref.items() if k not in FREE_KEYS}
@@ -92,14 +126,15 @@ def check_replications(studies: list[Study]) -> list[str]:
                     raise ValueError(f"{p} is not a replication of {p0}: spec key {k!r} differs "
                                      f"({_show(design0, k)} vs {_show(design, k)}); only "
                                      f"{', '.join(FREE_KEYS)} may differ")
-        seen: dict[int, Path] = {}
-        for p, spec in specs:
-            seeds = spec.get("seeds") or []
-            for s in range(seeds) if isinstance(seeds, int) else seeds:  # a count: 0 .. n-1
-                if s in seen:
-                    raise ValueError(f"seed {s} is in both {seen[s]} and {p}: replications need "
-                                     "disjoint seeds (a run is deterministic in its seed)")
-                seen[s] = p
+    notes = check_base(studies, mixed_base) + notes  # one design: does it start from one model?
+    seen: dict[int, Path] = {}
+    for p, spec in specs:
+        seeds = spec.get("seeds") or []
+        for s in range(seeds) if isinstance(seeds, int) else seeds:  # a count: 0 .. n-1
+            if s in seen:
+                raise ValueError(f"seed {s} is in both {seen[s]} and {p}: replications need "
+                                 "disjoint seeds (a run is deterministic in its seed)")
+            seen[s] = p
     return notes
 
 

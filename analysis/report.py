@@ -30,7 +30,7 @@ from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, 
 from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across_scales,
                                   rank_groups, spread_of_gains, summarise_gains)
 from analysis.frames import write_frame
-from analysis.load import load_results
+from analysis.load import load_results, numerics_line
 from analysis.options import check_against_results
 from analysis.trust import attach_claim_false_positive, attach_false_positive, calibration_section
 
@@ -311,6 +311,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         f"{len(results.evals)} eval rows, eval sets: {', '.join(sets)}. "
         f"Variant axes: {', '.join(axes.variant) or '(none)'}; scale axis: {axes.scale or '(none)'}; "
         f"seed axis: {axes.seed or '(none)'}.")
+    r.p(numerics_line(runs))
     if results.shared_settings:
         r.p("Every run sets " + ", ".join(f"`{d}`" for d in results.shared_settings)
             + " (the study's setting, left out of the variant labels).")

@@ -112,9 +112,12 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _timeless(x):
-    """A summary without its wall-clock values (any `wall_s`, `perf/*`, `compute/wall_s`)."""
+    """A summary without its wall-clock values (any `wall_s`, `perf/*`, `compute/wall_s`) and the
+    machine's fingerprint (`numerics`: where it ran, not what it did; both sides must run on one
+    machine, since other numerics give other metrics)."""
     if isinstance(x, dict):
-        return {k: _timeless(v) for k, v in x.items() if k != "wall_s" and not k.startswith(VOLATILE)}
+        return {k: _timeless(v) for k, v in x.items()
+                if k not in ("wall_s", "numerics", "numerics_before_resume") and not k.startswith(VOLATILE)}
     return x
 
 

@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -156,3 +157,16 @@ def test_empty_or_missing_directory(tmp_path):
 def test_flatten_config():
     flat = flatten_config({"a": {"b": 1, "c": {"d": "x"}}, "e": [1, 2], "f": {}})
     assert flat == {"a.b": 1, "a.c.d": "x", "e": "[1, 2]", "f": "{}"}
+
+
+def test_numerics_line_names_mixed_numerics():
+    """The report's numerics line (analysis.load.numerics_line): one machine, mixed, unrecorded."""
+    from analysis.load import numerics_line
+    x, y = "Intel Xeon AVX512, torch 2.13.0+cpu, 1 thread", "AMD EPYC AVX2, torch 2.13.0+cpu, 1 thread"
+    one = pd.DataFrame({"numerics": [x, x], "warm_numerics": [x, x]})
+    assert numerics_line(one).startswith(f"Numerics: all 2 runs on {x}; warm start built on the same.")
+    mixed = pd.DataFrame({"numerics": [x, y, y], "warm_numerics": [x, x, x]})
+    assert numerics_line(mixed).startswith(f"Numerics **mixed**: runs 2 on {y}; 1 on {x}; warm starts "
+                                           f"built (runs) 3 on {x}.")
+    old = pd.DataFrame({"numerics": ["unknown"], "warm_numerics": ["unknown"]})
+    assert numerics_line(old).startswith("Numerics: not recorded")

@@ -91,3 +91,37 @@ def test_preset_shorthand_and_presets_command():
     assert lines["gspo"][2] == "sequence" and lines["dr_grpo"][1] == "group_mean"
     assert {"ppo", "rloo", "grpo", "reinforce_pp", "dr_grpo", "dapo", "vapo", "gspo", "cispo",
             "minpro"} <= set(lines)
+
+
+_TRAIN = """
+import json, sys
+from harness.config import load_config
+from harness.loop import train
+print(json.dumps(train(load_config(None, sys.argv[1:]), progress=False)))
+"""
+
+
+def test_numerics_are_recorded_and_another_kernel_path_builds_another_warm_start(tiny_overrides, tmp_path):
+    """Determinism holds per numerics only (harness.numerics): the same warm-up on torch's
+    unvectorized CPU kernels (ATEN_CPU_CAPABILITY=default) instead of this CPU's vector kernels
+    ends on other weights. Each run records its fingerprint and its warm start's."""
+    import os
+
+    import torch
+    out = {}
+    for path, env in (("native", {}), ("default", {"ATEN_CPU_CAPABILITY": "default"})):
+        over = [o for o in tiny_overrides if not o.startswith(("run.cache_dir", "run.results_dir"))]
+        over += WARM + [f"run.cache_dir={tmp_path / path / 'cache'}", "train.steps=1",
+                        f"run.results_dir={tmp_path / path / 'res'}"]
+        r = subprocess.run([sys.executable, "-c", _TRAIN, *over], capture_output=True, text=True,
+                           env={**os.environ, **env}, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        (entry,) = _entries(tmp_path / path / "cache")
+        out[path] = (summary, (tmp_path / path / "cache" / "warmstart" / entry / "model.safetensors").read_bytes())
+    native, default = out["native"][0]["numerics"], out["default"][0]["numerics"]
+    assert native["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert default["cpu_capability"] == "DEFAULT" != native["cpu_capability"]
+    assert out["native"][0]["warm_start"]["numerics"]["summary"] == native["summary"]
+    assert native["torch"] == torch.__version__ and native["summary"].startswith(native["cpu"])
+    assert out["native"][1] != out["default"][1]  # same config and seed, other weights

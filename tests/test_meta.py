@@ -30,10 +30,12 @@ def _effect(variant, dA, half, b=1.0, b_half=0.2, verdict="x"):
             "B_ratio_hi": b * np.exp(b_half), "verdict": verdict}
 
 
-def _study(tmp_path, name, rows, seeds, **spec_changes):
+def _study(tmp_path, name, rows, seeds, r0=0.4, **spec_changes):
     d = tmp_path / name
     d.mkdir()
     pd.DataFrame(rows).to_csv(d / "effects.csv", index=False)
+    pd.DataFrame({"eval_set": ["in_dist", "held_out"], "R0": [r0, np.nan]}).to_csv(
+        d / "fits.csv", index=False)
     spec = {**SPEC, "name": name, "seeds": seeds, **spec_changes}
     (d / "spec.yaml").write_text(yaml.safe_dump(spec))
     return d
@@ -103,9 +105,28 @@ def test_replications_must_be_one_design_on_disjoint_seeds(tmp_path):
     bare.mkdir()
     pd.DataFrame(rows).to_csv(bare / "effects.csv", index=False)
     notes = meta.check_replications([a, meta.load_study(bare)])
-    assert len(notes) == 1 and "design not checked" in notes[0]
+    assert len(notes) == 2 and "base not checked" in notes[0] and "design not checked" in notes[1]
     with pytest.raises(ValueError, match="no effects.csv"):
         meta.load_study(tmp_path)
+
+
+def test_replications_must_start_from_one_base(tmp_path):
+    """R0 (the step-0 eval, fits.csv) is the base model's pass rate: equal to the bit for one
+    warm start, different for a warm start rebuilt on other numerics."""
+    rows = [_effect("dapo", 0.0, 0.02)]
+
+    def study(name, seeds, r0):
+        return meta.load_study(_study(tmp_path, name, rows, seeds, r0=r0))
+
+    a, b = study("a", [1], 0.400390625), study("b", [2], 0.400390625)
+    assert meta.check_replications([a, b]) == []
+    other = study("c", [3], 0.45556640625)
+    with pytest.raises(ValueError, match=r"did not start where .*a did: R0 \(in_dist, the "
+                       r"step-0 eval\) 0.4556 vs 0.4004.*--mixed-base"):
+        meta.check_replications([a, b, other])
+    notes = meta.check_replications([a, other], mixed_base=True)
+    assert len(notes) == 1 and "pooled anyway" in notes[0]
+    assert not meta.combine([a, other], 0.05).empty
 
 
 def test_pooled_interval_covers_the_truth_at_its_nominal_rate():
@@ -152,6 +173,17 @@ def test_cli_refuses_what_is_not_a_replication():
     assert r.returncode == 2 and "two or more" in r.stderr
     r = _cli(REF / "study-m4", REF / "study-m4-6s", "--margin", "0")
     assert r.returncode == 2 and "--margin" in r.stderr
+
+
+def test_cli_refuses_the_same_spec_run_on_another_cpu():
+    """study-m4-xeon is study-m4's spec and seeds run again by `make demo` on an Intel Xeon
+    (AVX512) instead of the AMD EPYC of the reference: its warm start, and so every run, differ."""
+    r = _cli(REF / "study-m4", REF / "study-m4-xeon")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "R0 (in_dist, the step-0 eval) 0.4556 vs 0.4004" in r.stderr
+    assert "--mixed-base" in r.stderr
+    r = _cli(REF / "study-m4", REF / "study-m4-xeon", "--mixed-base")
+    assert r.returncode == 2 and "seed 20 is in both" in r.stderr  # and the seeds are shared
 
 
 # ------------------------------------------------------------------------------------------------

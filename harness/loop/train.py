@@ -29,6 +29,7 @@ from tqdm import tqdm
 from .. import algos, distributed, faults
 from ..config import Config, config_from_dict, dump_yaml
 from ..cpu import tune_malloc
+from ..numerics import fingerprint
 from ..storage import MetricsLog, atomic_write_text, file_lock, remove_stale_tmp, write_json
 from . import checkpoint
 from .critic import pretrain
@@ -118,6 +119,15 @@ def _open_run(cfg: Config, run_dir: Path, ckpt_dir: Path, dp) -> RunFiles | dict
                      "run_id": cfg.run_id(), "run_name": cfg.run_name()})
 
 
+def _previous_numerics(path: Path) -> dict | None:
+    """The fingerprint an earlier attempt of this run recorded (a resume), if any."""
+    try:
+        prev = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return prev.get("numerics_before_resume") or prev.get("numerics")
+
+
 def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool,
                   stop_requested: Callable[[], bool], pause_at: int | None = None) -> dict:
     f = _open_run(cfg, run_dir, ckpt_dir, dp)
@@ -125,7 +135,12 @@ def _train_locked(cfg: Config, run_dir: Path, ckpt_dir: Path, dp, progress: bool
         return f
     try:
         p = build_parts(cfg, dp, progress)
-        f.summary["warm_start"] = {k: p.warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops")}
+        f.summary["warm_start"] = {k: p.warm_info.get(k) for k in ("steps", "pass_rate", "wall_s", "flops",
+                                                                   "numerics")}
+        f.summary["numerics"] = now = fingerprint(p.device)  # determinism holds per numerics only
+        before = _previous_numerics(f.summary_path)
+        if before and before.get("summary") != now["summary"]:  # resumed on other numerics
+            f.summary["numerics_before_resume"] = before
         last_eval = _resume(p, f)
         if pause_at is not None and p.counters.step >= pause_at:  # already at the rung
             f.summary.update(status="interrupted", stop_reason="paused", step=p.counters.step)

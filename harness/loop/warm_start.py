@@ -24,6 +24,7 @@ from ..batch import encode_prompts
 from ..config import Config, identity
 from ..engines import HFEngine
 from ..models import build_model, count_params, device_for, load_model, sequence_logprobs
+from ..numerics import fingerprint
 from ..scales import from_path
 from ..storage import file_lock, write_json
 from ..tasks import COMMON_KEYS, RL_ONLY_KEYS, TASKS
@@ -114,7 +115,8 @@ def run_warm_start(cfg: Config, tok, task, out_dir: Path, progress: bool = True)
             bar.set_postfix(loss=f"{loss.item():.3f}", pass_rate=f"{pass_rate:.3f}")
     bar.close()
     info = {"steps": step, "pass_rate": pass_rate, "wall_s": time.time() - t0, "flops": flops,
-            "n_params": n_params, "history": history, "target_pass_rate": w.target_pass_rate}
+            "n_params": n_params, "history": history, "target_pass_rate": w.target_pass_rate,
+            "numerics": fingerprint(device)}  # another CPU's numerics build another warm start
     tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
