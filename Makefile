@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 .PHONY: setup test test-vllm test-quick test-faults demo demo-presets demo-quick bench lint clean-results help
 
 help:
-	@echo "make demo        set up, then run the pre-registered CPU mini-study (sweeps/study-m4.yaml: 7 arms x 4 seeds x 400 steps; ~54 min on 2 cores) and its report"
+	@echo "make demo        set up, then run the pre-registered CPU mini-study (sweeps/study-m4.yaml: 7 arms x 4 seeds x 400 steps; ~46 min on 2 cores) and its report"
 	@echo "make demo-presets the earlier mini-study (sweeps/demo.yaml: every preset x 2 tiny scales x 2 seeds + a long tier; ~23 min; resolves no design choice)"
 	@echo "make demo-quick  a first look: GRPO and Dr. GRPO on tiny-1m, 3 seeds, 80 steps (sweeps/demo-quick.yaml; < 5 min)"
 	@echo "make test        set up, then run the test suite (the fault-injection suite and the vLLM CPU tests included)"

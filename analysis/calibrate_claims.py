@@ -2,7 +2,7 @@
 per-step training series, claim 4 from simulated per-run gains, each decided by the report's own
 verdict function (:func:`analysis.claims.claim1_verdict`, ``claim2_verdict``,
 :func:`analysis.variance.claim4_verdict`) under its null and alternative truths. The noise model is
-:class:`analysis.calibrate.NoiseModel` (its ``len_*``, ``entropy_*``, ``spread*`` and
+:class:`analysis.simulate.NoiseModel` (its ``len_*``, ``entropy_*``, ``spread*`` and
 ``gain_seed_sd`` fields).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from analysis.claims import (CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verd
                              claim2_verdict, claim4_verdict)
 
 if TYPE_CHECKING:
-    from analysis.calibrate import NoiseModel
+    from analysis.simulate import NoiseModel
 
 
 def _series(rng, n_runs, steps, level, growth, seed_sd_growth, step_sd, seed_sd_level=0.0):

@@ -145,3 +145,45 @@ def mark_resolution(table: pd.DataFrame, value: str, se: str, label: str,
                          "verdict": "resolved" if abs(diff) >= mrd else "not resolved"})
     return pd.DataFrame(rows, columns=["first", "second", "diff", "resolvable", "resolved",
                                        "verdict"])
+
+
+def seed_pairing(fits, runs: pd.DataFrame, eval_set: str, reference: str,
+                 seed_col: str | None) -> pd.DataFrame:
+    """What pairing by seed buys each comparison with ``reference``: ``seed_rho_A``, the correlation
+    across seeds of the per-run fitted A of the variant and of the reference (runs of one scale
+    matched by ``seed_col``; ``seed_pairs`` of them; NaN below 3 pairs or without spread).
+
+    The paired bootstrap (:func:`analysis.claims.effect_intervals`) resamples the same seeds and
+    eval items for both groups. The items' share (a hard item is hard for both, one R0) cancels by
+    construction; whether a seed's prompt stream carries over to the other variant's ceiling is an
+    empirical question, answered here: var(dA) = var(A_v) + var(A_ref) - 2 rho sd sd, so rho near 0
+    means pairing by seed gains nothing (the interval is that of independent seeds), and the
+    calibration's simulated sweeps (independent seed effects per group) assume exactly that."""
+    cols = ["scale", "variant", "seed_pairs", "seed_rho_A"]
+    if not seed_col or seed_col not in runs or "run_id" not in runs:
+        return pd.DataFrame(columns=cols)
+    seed_of = runs.set_index("run_id")[seed_col].to_dict()
+    per_run: dict[tuple[str, str], dict] = {}
+    for g in fits:
+        if (g.level == "run" and g.eval_set == eval_set and g.fit is not None and g.run_ids
+                and np.isfinite(g.fit.A) and g.run_ids[0] in seed_of):
+            per_run.setdefault((g.variant, g.scale), {})[seed_of[g.run_ids[0]]] = g.fit.A
+    rows = []
+    for (variant, scale), a_var in sorted(per_run.items()):
+        a_ref = per_run.get((reference, scale))
+        if variant == reference or a_ref is None:
+            continue
+        common = sorted(set(a_var) & set(a_ref), key=str)
+        x = np.array([a_var[s] for s in common])
+        y = np.array([a_ref[s] for s in common])
+        ok = len(common) >= 3 and x.std() > 0 and y.std() > 0
+        rows.append({"scale": scale, "variant": variant, "seed_pairs": len(common),
+                     "seed_rho_A": float(np.corrcoef(x, y)[0, 1]) if ok else np.nan})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def attach_seed_pairing(effects: pd.DataFrame, pairing: pd.DataFrame) -> pd.DataFrame:
+    """``effects`` (:func:`analysis.claims.choice_effects`) with ``seed_pairs`` and ``seed_rho_A``."""
+    if effects.empty:
+        return effects
+    return effects.merge(pairing, on=["scale", "variant"], how="left")

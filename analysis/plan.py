@@ -12,7 +12,7 @@ per-item eval results the spread of item difficulty; the seed sds and the within
 matched so that simulated per-run fits at the pilot's own schedule scatter as the pilot's did,
 :mod:`analysis.scatter`, which otherwise counts the within-run noise twice and predicted widths
 1.5-2.3x too wide in session 16's study) and the spec's schedule is simulated with
-:class:`analysis.calibrate.Simulator` under the null (the variant equals the reference), each
+:class:`analysis.simulate.Simulator` under the null (the variant equals the reference), each
 simulated sweep analysed by the report's own fits, bootstrap and interval functions
 (:func:`analysis.claims.effect_intervals`). The predicted width is the median over simulated
 sweeps of ``dA_hi - dA_lo``; the smallest resolvable dA (80% power at 5%, two-sided) is
@@ -23,8 +23,9 @@ verdict needs the whole interval inside +-m).
 
 Assumptions (stated in the report): the variant's noise equals the reference's (unless the pilot
 ran the variant too and ``--per-variant-noise`` is given); seed effects are
-independent between variants (pairing through a shared prompt stream can only narrow the real
-intervals); the eval items are shared by every run (as the harness evaluates them); compute is
+independent between variants (measured by :func:`analysis.compare.seed_pairing`: over the
+committed studies the seed correlation of two arms' per-run A averages -0.02, LOG.md session 22);
+the eval items are shared by every run (as the harness evaluates them); compute is
 proportional to the step.
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from analysis.calibrate import NoiseModel, Simulator, _fit
+from analysis.calibrate import _fit
+from analysis.simulate import NoiseModel, Simulator
 from analysis.claims import effect_intervals
 from analysis.compare import DEFAULT_MARGIN
 from analysis.scatter import match_run_scatter, pilot_design

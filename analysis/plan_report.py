@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.calibrate import NoiseModel
+from analysis.simulate import NoiseModel
 from analysis.plan import (MEASURED_NOISE, PilotNoise, noise_from_fits, planned_vs_achieved,
                            predict)
 
@@ -106,6 +106,8 @@ def planner_section(r, table: pd.DataFrame, planned: pd.DataFrame, opt) -> None:
         "achieved / predicted width. The noise is matched to the scatter of the reference's "
         "per-run fits (analysis/scatter.py; the note above says how). Assumptions: the "
         "variant's noise equals the reference's, "
-        "seed effects independent between variants (pairing can only narrow the achieved "
-        "intervals), eval items shared by every run, compute proportional to the step.")
+        "seed effects independent between variants (as measured: the design-choice table's "
+        "`seed_rho_A`; over the committed studies it averages -0.02, so pairing by seed neither "
+        "narrows nor widens on average), eval items shared by every run, compute proportional "
+        "to the step.")
     r.table(table)

@@ -23,7 +23,8 @@ import pandas as pd
 from analysis import plots
 from analysis.claims import REFERENCE, choice_effects, claim_inputs, decide_claims
 from analysis.resolve import RULE as RESOLVE_RULE, attach_effect_budget
-from analysis.compare import DEFAULT_MARGIN, check_extrapolation, resolvable_difference
+from analysis.compare import (DEFAULT_MARGIN, attach_seed_pairing, check_extrapolation,
+                              resolvable_difference, seed_pairing)
 from analysis.fit import FitWindow
 from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, fits_table,
                              scale_sort_key, summarise_groups)
@@ -226,6 +227,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         calibration.attrs["measured"] = (measured is not None, bool(measured and measured.identified))
         effects = attach_false_positive(effects, calibration)
         claims = attach_claim_false_positive(claims, calibration)
+    effects = attach_seed_pairing(effects, seed_pairing(fits, runs, primary, opt.reference, axes.seed))
     from analysis.wall import achieved_wall
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
                                       measured, achieved_wall(root))
@@ -415,8 +417,11 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         "algorithm keys that differ. dA = A(variant) - A(reference) and B_ratio = B(variant) / "
         "B(reference), with 95% CIs from the two groups' bootstrap replicates, paired: replicate "
         "r of both groups resamples the same seeds (runs in seed order) and the same eval items, "
-        "so what a seed's prompt stream or an item's difficulty adds to both cancels (an "
-        "assumption: seed s of every variant saw the same prompts). Verdict: *moved A* "
+        "so an item's difficulty and the shared R0 cancel in the difference. Whether a seed's "
+        "prompt stream carries over too is measured, not assumed: `seed_rho_A` is the "
+        "correlation across the `seed_pairs` seeds of the variant's and the reference's per-run "
+        "A (near 0: pairing by seed gains nothing, the interval is that of independent seeds, as "
+        f"the calibration simulates them){_rho_summary(effects)}. Verdict: *moved A* "
         f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if the B_ratio "
         f"interval excludes 1 and the dA interval lies inside +-{opt.margin} (A shown not to "
         "move); *moved B, A not resolved* if B moved and A is neither; *no effect* if dA lies "
@@ -432,6 +437,12 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         + (" " + RESOLVE_RULE if "resolve_at" in effects and effects["resolve_at"].astype(bool).any()
            else ""))
     r.table(effects)
+
+
+def _rho_summary(effects: pd.DataFrame) -> str:
+    rho = effects["seed_rho_A"].dropna() if "seed_rho_A" in effects else pd.Series(dtype=float)
+    return (f"; here {rho.mean():+.2f} on average over {len(rho)} comparison(s), from "
+            f"{rho.min():+.2f} to {rho.max():+.2f}" if len(rho) else "")
 
 
 def _claims_section(r: Report, claims: pd.DataFrame) -> None:

@@ -43,7 +43,7 @@ from dataclasses import astuple, replace
 
 import numpy as np
 
-from analysis.calibrate import NoiseModel, Simulator
+from analysis.simulate import NoiseModel, Simulator
 from analysis.fit import fit_curves_batch
 from analysis.schedule import Group
 

@@ -188,3 +188,39 @@ def test_non_transitive_triple_from_real_fits_is_flagged_in_the_leaderboard():
     assert board["rank"].tolist() == [1, 1, 1]
     assert all("cycle of ScaleRL decisions" in n for n in board["note"])
     assert comps["in_cycle"].all()
+
+
+def _paired_sweep(root, ref_shift, var_shift, steps=200, c_mid=40e12):
+    """GRPO and DAPO, one seed per entry of the shift lists: seed s's ceiling is 0.60 (GRPO) /
+    0.62 (DAPO) plus its shift; the eval noise is small (sd 0.002) next to the shifts (0.02)."""
+    from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+    for algo, base, shifts in (("grpo", 0.60, ref_shift), ("dapo", 0.62, var_shift)):
+        for seed, shift in enumerate(shifts):
+            spec = RunSpec(config=make_config(algo, "tiny-0.3m", seed),
+                           curves={"in_dist": CurveSpec(base + shift, 1.5, c_mid, 0.30)},
+                           steps=steps, eval_every=10, noise=0.002, seed=1000 + seed)
+            write_run(root / f"{algo}-s{seed}", spec)
+
+
+def test_seed_pairing_is_measured_and_decides_how_much_pairing_narrows_dA(tmp_path):
+    """seed_rho_A is the correlation of the per-run A of variant and reference across seeds:
+    ~1 where a seed's ceiling shift carries over to the other variant (the paired interval of dA
+    is then narrow: the shifts cancel), the hand-computed correlation of the shifts where they do
+    not (here -0.2: pairing cannot help, and the interval is as wide as the shifts' spread)."""
+    from analysis.report import AnalysisOptions, run_analysis
+    shifts = np.array([-0.04, -0.02, 0.0, 0.02, 0.04])
+    perm = shifts[[2, 4, 1, 0, 3]]  # corr(shifts, perm) by hand: (0 - 2 + 0 - 2 + 2) / 10 = -0.2
+    assert np.corrcoef(shifts, perm)[0, 1] == pytest.approx(-0.2)
+    rows = {}
+    for name, var_shift in (("shared", shifts), ("independent", perm)):
+        _paired_sweep(tmp_path / name, shifts, var_shift)
+        done = run_analysis(AnalysisOptions(str(tmp_path / name), n_boot=200))
+        rows[name] = done["tables"]["effects"].iloc[0]
+        assert "`seed_rho_A`" in (done["out"] / "report.md").read_text()
+    shared, indep = rows["shared"], rows["independent"]
+    assert shared["seed_pairs"] == 5 and indep["seed_pairs"] == 5
+    assert shared["seed_rho_A"] > 0.98
+    assert indep["seed_rho_A"] == pytest.approx(-0.2, abs=0.1)
+    assert shared["dA"] == pytest.approx(0.02, abs=0.005)
+    width = {k: r["dA_hi"] - r["dA_lo"] for k, r in rows.items()}
+    assert width["shared"] < 0.25 * width["independent"], width
