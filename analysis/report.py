@@ -455,8 +455,9 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         fp = rec.get("fp_rate", np.nan)
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"
             + (f" (simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%})"
-               if fp == fp else "") + f". {rec['evidence']}"
-            + (f". Budget: {rec['would_resolve']}" if rec.get("would_resolve") else ""))
+               if fp == fp else "") + f". {str(rec['evidence']).rstrip('.')}"
+            + (f". Budget: {str(rec['would_resolve']).rstrip('.')}" if rec.get("would_resolve")
+               else "") + ".")
 
 
 def _resolution_section(r: Report, results, gains: pd.DataFrame, primary: str) -> None:

@@ -126,6 +126,7 @@ def test_report_reproduces_every_claim_on_a_sweep_built_to_show_them(tmp_path):
     assert grpo_growth == pytest.approx(7.5, abs=1.0)
     text = (done["out"] / "report.md").read_text()
     assert "The seed claims at this scale" in text and "only B" in text
+    _claim_lines_read_as_sentences(done["out"] / "report.md")
 
 
 def test_claims_that_do_not_hold_are_reported_as_such(tmp_path):
@@ -151,6 +152,18 @@ def test_missing_variants_say_not_tested(tmp_path):
     claims = done["tables"]["claims"]
     assert list(claims["verdict"]) == ["not tested"] * 4
     assert "dr_grpo" in claims.iloc[0]["evidence"]
+    _claim_lines_read_as_sentences(done["out"] / "report.md")
+
+
+def _claim_lines_read_as_sentences(report):
+    """Each claim paragraph ends with one full stop, and no sentence ends twice ('..'; an
+    ellipsis '...' is allowed)."""
+    import re
+    lines = [ln for ln in report.read_text().splitlines() if re.match(r"[1-4]\. ", ln)]
+    assert len(lines) == 4
+    for ln in lines:
+        assert ln.endswith(".") and not ln.endswith(".."), ln
+        assert not re.search(r"(?<!\.)\.\.(?!\.)", ln), ln
 
 
 def test_trends_come_from_the_loaded_train_rows_and_ignore_excluded_runs(tmp_path):
