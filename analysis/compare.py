@@ -187,3 +187,11 @@ def attach_seed_pairing(effects: pd.DataFrame, pairing: pd.DataFrame) -> pd.Data
     if effects.empty:
         return effects
     return effects.merge(pairing, on=["scale", "variant"], how="left")
+
+
+def seed_pairing_summary(effects: pd.DataFrame) -> str:
+    """"; here <mean> on average over <n> comparison(s), from <min> to <max>" of ``seed_rho_A``
+    (the report's sentence on pairing), or "" where no comparison has one."""
+    rho = effects["seed_rho_A"].dropna() if "seed_rho_A" in effects else pd.Series(dtype=float)
+    return (f"; here {rho.mean():+.2f} on average over {len(rho)} comparison(s), from "
+            f"{rho.min():+.2f} to {rho.max():+.2f}" if len(rho) else "")

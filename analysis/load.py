@@ -10,7 +10,7 @@
 * ``runs``: one row per run (status, error, diverged step, number of eval rows, config);
 * ``train``: one row per training step (``sweep``, ``run_id``, ``step``) with the training
   metrics the analysis reads (:data:`TRAIN_KEYS`: the seed claims' response length, entropy and
-  clip fraction), so nothing downstream reads metrics.jsonl again;
+  clip fraction, the truncated share of run-aways), so nothing downstream reads metrics.jsonl again;
 * ``issues``: every line or file that could not be read, as :class:`LoadIssue` -- a truncated
   last line (a killed writer), garbage lines, missing files, duplicated steps. Nothing is dropped
   without an issue that says so.
@@ -41,7 +41,8 @@ CORE_COLUMNS = ["sweep", "run_id", "status", "eval_set", "step", "compute", "com
                 "wall_s", "pass_rate", "stderr", "n_items", "k"]
 FIT_STATUSES = ("finished", "running", "unknown")
 #: Training-row metrics kept in ``Results.train`` (analysis.claims reads them).
-TRAIN_KEYS = ("rollout/response_len_incorrect", "policy/entropy", "policy/clip_frac")
+TRAIN_KEYS = ("rollout/response_len_incorrect", "policy/entropy", "policy/clip_frac",
+              "rollout/truncated_frac")  # the last: length run-aways (analysis.runaway)
 
 
 @dataclass(frozen=True)

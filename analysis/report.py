@@ -24,7 +24,7 @@ from analysis import plots
 from analysis.claims import REFERENCE, choice_effects, claim_inputs, decide_claims
 from analysis.resolve import RULE as RESOLVE_RULE, attach_effect_budget
 from analysis.compare import (DEFAULT_MARGIN, attach_seed_pairing, check_extrapolation,
-                              resolvable_difference, seed_pairing)
+                              resolvable_difference, seed_pairing, seed_pairing_summary)
 from analysis.fit import FitWindow
 from analysis.groups import (assign_groups, detect_axes, final_points, fit_all, fits_table,
                              scale_sort_key, summarise_groups)
@@ -239,12 +239,15 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         from analysis.halving import replay, replay_frame
         halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot=min(opt.n_boot, 400),
                                       seed=opt.seed, by=opt.by))
+    from analysis.runaway import runaway_tables
+    runaways = runaway_tables(runs, results.train, axes.seed)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims,
-              "calibration": calibration, "plan": plan_table, "planned": planned, "halving": halving, **oxrl}
+              "calibration": calibration, "plan": plan_table, "planned": planned, "halving": halving,
+              "runaways": runaways, **oxrl}
     for name in ("leaderboard", "fits", "comparisons", "gains", "extrapolation", "effects",
-                 "claims") + tuple(oxrl) + (("calibration",) if len(calibration) else ()) + (
+                 "claims", "runaways") + tuple(oxrl) + (("calibration",) if len(calibration) else ()) + (
                      ("plan",) if len(plan_table) else ()) + (("planned",) if len(planned) else ()) + (
                      ("halving",) if len(halving) else ()):
         write_frame(tables[name], out / f"{name}.csv")  # an empty table keeps a header line
@@ -396,6 +399,8 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         from analysis.paradigms import report_section
         report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
+    from analysis.runaway import runaway_section
+    runaway_section(r, t.get("runaways", pd.DataFrame()))
     calibration_section(r, t["calibration"], opt)
     from analysis.plan_report import planner_section
     planner_section(r, t["plan"], t["planned"], opt)
@@ -421,7 +426,7 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         "prompt stream carries over too is measured, not assumed: `seed_rho_A` is the "
         "correlation across the `seed_pairs` seeds of the variant's and the reference's per-run "
         "A (near 0: pairing by seed gains nothing, the interval is that of independent seeds, as "
-        f"the calibration simulates them){_rho_summary(effects)}. Verdict: *moved A* "
+        f"the calibration simulates them){seed_pairing_summary(effects)}. Verdict: *moved A* "
         f"if the dA interval excludes 0 and |dA| >= {opt.margin}; *only B* if the B_ratio "
         f"interval excludes 1 and the dA interval lies inside +-{opt.margin} (A shown not to "
         "move); *moved B, A not resolved* if B moved and A is neither; *no effect* if dA lies "
@@ -437,12 +442,6 @@ def _effects_section(r: Report, effects: pd.DataFrame, opt, primary: str) -> Non
         + (" " + RESOLVE_RULE if "resolve_at" in effects and effects["resolve_at"].astype(bool).any()
            else ""))
     r.table(effects)
-
-
-def _rho_summary(effects: pd.DataFrame) -> str:
-    rho = effects["seed_rho_A"].dropna() if "seed_rho_A" in effects else pd.Series(dtype=float)
-    return (f"; here {rho.mean():+.2f} on average over {len(rho)} comparison(s), from "
-            f"{rho.min():+.2f} to {rho.max():+.2f}" if len(rho) else "")
 
 
 def _claims_section(r: Report, claims: pd.DataFrame) -> None:

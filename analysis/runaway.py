@@ -1,0 +1,89 @@
+"""Length run-aways: runs whose responses ran to the length limit, counted per arm.
+
+A run *runs away* when, over the last quarter of its training steps, on average at least
+:data:`RUNAWAY_TRUNC` of its sampled responses were cut at the length limit
+(``rollout/truncated_frac``, the share of a step's responses that reached
+``rollout.max_new_tokens`` without an end token). verl logs the same quantity as
+``response_length/clip_ratio`` (the share of responses whose length equals the maximum); DAPO
+(arXiv 2503.14476, Sec. 3.4) masks and shapes such overlong samples because truncation adds
+reward noise that destabilises training.
+
+Why a report needs it: an arm whose runs split between running away and not scatters
+*bimodally* between seeds, so its A interval is wide for a reason the seed count barely fixes,
+and the planner's and the calibration's Gaussian seed effects understate that spread. Measured on
+the Xeon's study-m4 (28 runs) and confirm-m4 (30 runs), a run's late truncated share is either
+<= 1.1% or >= 6.2%, nothing between (LOG.md, session 22); the 5% threshold lies in that gap. It is
+a description of what ran, not a verdict: no run is excluded for running away.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims import train_series
+
+KEY = "rollout/truncated_frac"
+RUNAWAY_TRUNC = 0.05  # late mean share of truncated responses that marks a run-away
+
+
+def runaway_runs(runs: pd.DataFrame, train: pd.DataFrame, seed_col: str | None) -> pd.DataFrame:
+    """One row per usable run with a logged truncated share: variant, scale, seed, its mean
+    truncated share over the last quarter of its steps (``late_truncated``), the largest one of
+    any step (``max_truncated``) and ``runaway`` (late_truncated >= RUNAWAY_TRUNC)."""
+    cols = ["run_id", "variant", "scale", "seed", "late_truncated", "max_truncated", "runaway"]
+    if train is None or KEY not in train:
+        return pd.DataFrame(columns=cols)
+    series = train_series(runs, train, [KEY], seed_col).dropna(subset=[KEY])
+    rows = []
+    for run_id, g in series.groupby("run_id"):
+        v = g.sort_values("step")[KEY].to_numpy(float)
+        if v.size < 4:
+            continue
+        late = float(v[-max(v.size // 4, 1):].mean())
+        first = g.iloc[0]
+        rows.append({"run_id": run_id, "variant": first["variant"], "scale": first["scale_value"],
+                     "seed": first["seed"], "late_truncated": late,
+                     "max_truncated": float(v.max()), "runaway": late >= RUNAWAY_TRUNC})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def runaway_table(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per (scale, variant): runs, run-aways, the median and largest late truncated share, and
+    the seeds that ran away."""
+    cols = ["scale", "variant", "runs", "runaways", "late_truncated_median",
+            "late_truncated_max", "runaway_seeds"]
+    if per_run.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (scale, variant), g in per_run.groupby(["scale", "variant"], sort=True):
+        away = g[g["runaway"].astype(bool)]
+        rows.append({"scale": scale, "variant": variant, "runs": len(g), "runaways": len(away),
+                     "late_truncated_median": float(np.median(g["late_truncated"])),
+                     "late_truncated_max": float(g["late_truncated"].max()),
+                     "runaway_seeds": " ".join(str(s) for s in sorted(away["seed"], key=str))})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def runaway_tables(runs: pd.DataFrame, train: pd.DataFrame, seed_col: str | None) -> pd.DataFrame:
+    """The report's table (:func:`runaway_table` of :func:`runaway_runs`)."""
+    return runaway_table(runaway_runs(runs, train, seed_col))
+
+
+def runaway_section(r, table: pd.DataFrame) -> None:
+    """The report's section (an analysis.report.Report ``r``); nothing when no run logged
+    ``rollout/truncated_frac``."""
+    if table.empty:
+        return
+    r.h("Length run-aways")
+    n, away = int(table["runs"].sum()), int(table["runaways"].sum())
+    hit = table[table["runaways"] > 0]
+    r.p(f"A run *runs away* when, over the last quarter of its training steps, at least "
+        f"{RUNAWAY_TRUNC:.0%} of its sampled responses on average were cut at the length limit "
+        f"(`{KEY}`). Here {away} of {n} runs ran away"
+        + (": " + ", ".join(f"{v} {k} of {m}" for v, k, m in
+                            zip(hit["variant"], hit["runaways"], hit["runs"])) if away else "")
+        + ". An arm whose runs split between running away and not scatters bimodally between "
+        "seeds: its A interval is wide for a reason more seeds barely fix, and the planner's "
+        "and the calibration's Gaussian seed effects understate its spread. A description, not "
+        "a verdict: no run is excluded for it.")
+    r.table(table)
