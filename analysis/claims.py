@@ -71,7 +71,8 @@ def matched(series: pd.DataFrame, variants) -> pd.DataFrame:
 
 def run_trend(series: pd.DataFrame, key: str, how: str) -> pd.DataFrame:
     """One number per run: ``change`` = mean over the last quarter of steps minus the first
-    quarter; ``late_mean`` = mean over the second half."""
+    quarter; ``late_mean`` = mean over the second half; ``last_quarter`` = mean over the last
+    quarter."""
     rows = []
     for run_id, g in series.groupby("run_id"):
         g = g.sort_values("step")
@@ -80,7 +81,10 @@ def run_trend(series: pd.DataFrame, key: str, how: str) -> pd.DataFrame:
         if n < 4 or not np.isfinite(v).any():
             continue
         q = max(n // 4, 1)
-        value = (np.nanmean(v[-q:]) - np.nanmean(v[:q])) if how == "change" else np.nanmean(v[n // 2:])
+        if how == "change":
+            value = np.nanmean(v[-q:]) - np.nanmean(v[:q])
+        else:
+            value = np.nanmean(v[-q:]) if how == "last_quarter" else np.nanmean(v[n // 2:])
         first = g.iloc[0]
         rows.append({"run_id": run_id, "variant": first["variant"], "scale": first["scale_value"],
                      "seed": first["seed"], "value": float(value)})

@@ -400,7 +400,7 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
         report_section(r, t, primary, _as_ranks)
     _claims_section(r, t["claims"])
     from analysis.runaway import runaway_section
-    runaway_section(r, t.get("runaways", pd.DataFrame()))
+    runaway_section(r, t["runaways"])
     calibration_section(r, t["calibration"], opt)
     from analysis.plan_report import planner_section
     planner_section(r, t["plan"], t["planned"], opt)

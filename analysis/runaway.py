@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.claims import train_series
+from analysis.claims import run_trend, train_series
 
 KEY = "rollout/truncated_frac"
 RUNAWAY_TRUNC = 0.05  # late mean share of truncated responses that marks a run-away
@@ -28,23 +28,14 @@ RUNAWAY_TRUNC = 0.05  # late mean share of truncated responses that marks a run-
 
 def runaway_runs(runs: pd.DataFrame, train: pd.DataFrame, seed_col: str | None) -> pd.DataFrame:
     """One row per usable run with a logged truncated share: variant, scale, seed, its mean
-    truncated share over the last quarter of its steps (``late_truncated``), the largest one of
-    any step (``max_truncated``) and ``runaway`` (late_truncated >= RUNAWAY_TRUNC)."""
-    cols = ["run_id", "variant", "scale", "seed", "late_truncated", "max_truncated", "runaway"]
+    truncated share over the last quarter of its steps (``late_truncated``,
+    :func:`analysis.claims.run_trend`) and ``runaway`` (late_truncated >= RUNAWAY_TRUNC)."""
     if train is None or KEY not in train:
-        return pd.DataFrame(columns=cols)
-    series = train_series(runs, train, [KEY], seed_col).dropna(subset=[KEY])
-    rows = []
-    for run_id, g in series.groupby("run_id"):
-        v = g.sort_values("step")[KEY].to_numpy(float)
-        if v.size < 4:
-            continue
-        late = float(v[-max(v.size // 4, 1):].mean())
-        first = g.iloc[0]
-        rows.append({"run_id": run_id, "variant": first["variant"], "scale": first["scale_value"],
-                     "seed": first["seed"], "late_truncated": late,
-                     "max_truncated": float(v.max()), "runaway": late >= RUNAWAY_TRUNC})
-    return pd.DataFrame(rows, columns=cols)
+        return pd.DataFrame(columns=["run_id", "variant", "scale", "seed", "late_truncated",
+                                     "runaway"])
+    late = run_trend(train_series(runs, train, [KEY], seed_col), KEY, "last_quarter")
+    late = late.rename(columns={"value": "late_truncated"})
+    return late.assign(runaway=late["late_truncated"] >= RUNAWAY_TRUNC)
 
 
 def runaway_table(per_run: pd.DataFrame) -> pd.DataFrame:
