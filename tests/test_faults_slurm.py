@@ -2,7 +2,7 @@
 hit mid-run, and a drained node. `scontrol requeue`, submitit's USR2 preemption and `scancel` are
 in test_sweep_slurm.py (marked `faults` too).
 
-- time limit: `slurm.time_min=2` with USR2 `signal_delay_s` before it; the job stops at its next
+- time limit: `slurm.time_min=3` with USR2 `signal_delay_s` before it; the job stops at its next
   step boundary (checkpoint + summary), submitit calls `RunJob.checkpoint()` and requeues the job,
   and the run resumes from that step, as many times as it takes: every attempt progresses, every
   row exactly once.
@@ -57,28 +57,29 @@ def summary(run_dir: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_time_limit_hit_requeues_through_submitit_and_resumes_without_lost_rows(tmp_path, cache_dir):
-    """A 3-minute limit, USR2 due 150 s before it. slurmctld checks its timers only every ~30 s,
-    so the signal arrives ~20-60 s into an attempt (with a 20 s lead: 8-30 s measured, sometimes
-    during the job's start-up, before its first step, which is how the first design lost the
-    whole first attempt: resumed steps [0, 0, 52, ...]). The run needs 60 s of training
-    (`train.max_wall_s`, summed across attempts) plus start-up, more than any single attempt gets
-    before its signal: at least one time-out happens whatever the machine's speed.
+    """A 3-minute limit, USR2 due 90 s before it: at 90 s. sbatch(1) says SLURM may send it up to
+    60 s early; measured here it came 20-60 s into attempts when due at 30 s, and once at 0 s, when
+    the task had not started Python: it died of the signal (exit 12), no attempt recorded, CI failed
+    (so `check_signal_lead` now refuses a delay that leaves under 30 s: 90 s is the most a 3-minute
+    limit allows). Due at 90 s, it comes 30-120 s into an attempt: after start-up, before the
+    run's 120 s of training (`train.max_wall_s`, summed across attempts) can end in one attempt, so
+    at least one time-out happens whatever the machine's speed.
 
     No periodic checkpoint is due (`train.checkpoint_every` = 100000): each attempt's progress is
     saved only by the stop request (USR2 -> stop at the next step boundary, checkpoint, requeue).
     So every attempt resumes from a strictly later step than the one before, on an idle or a busy
     machine: an attempt has until submitit's own handler takes over (grace = half the signal
-    delay, 75 s after the signal: 95-135 s into the attempt, 45 s or more before the 180 s limit)
-    to finish start-up and one step. (A 2-minute limit left 58-100 s, too little for start-up
-    beside the rest of `make test` on a busy machine: one CI run timed out here.)
+    delay, 45 s after the signal, 165 s into the attempt at the latest, before the 180 s limit) to
+    reach a step boundary. (A 2-minute limit left too little for start-up beside the rest of
+    `make test` on a busy machine: one CI run timed out here.)
 
     The wait fails at once, with the cluster's state and the job's logs, when the job leaves the
     queue unfinished, when an attempt hands over to submitit before a step boundary, or when no
     attempt starts: CI shows only this test's output."""
     spec = spec_file(tmp_path, cache_dir, "tl", [0], **{
-        "train.steps": 100000, "train.max_wall_s": 60, "eval.every": 100000,
+        "train.steps": 100000, "train.max_wall_s": 120, "eval.every": 100000,
         "train.checkpoint_every": 100000, "rollout.max_new_tokens": 12, "slurm.time_min": 3,
-        "slurm.signal_delay_s": 150, "slurm.max_timeouts": 30})
+        "slurm.signal_delay_s": 90, "slurm.max_timeouts": 30})
     assert main(["sweep", str(spec), "--executor", "slurm"]) == 0
     (run,) = expand(load_spec(spec))
     rdir, sdir = run.cfg.run_dir(), run.cfg.run_dir().parent

@@ -47,6 +47,13 @@ BAD = [
     ({"grid": {"optim.lr": [1e-3]}, "include": [{"optim.lr": 1e-3}]}, "resolve to the same config",
      "run_id"),
     ({"include": [{"algo.clip_high": -1.0}]}, "algo.clip_high = -1.0", "must be"),
+    # sbatch's USR2 may come 60 s early: before the job starts (checked before `sbatch` is looked for)
+    ({"executor": "slurm", "slurm": {"time_min": 3, "signal_delay_s": 150}},
+     "slurm.signal_delay_s = 150 with slurm.time_min = 3: the USR2 may come 0 s into the job",
+     "allowed: signal_delay_s <= 90"),
+    ({"executor": "slurm", "zip": [{"model.scale": ["tiny-0.3m", "tiny-1m"], "slurm.time_min": [60, 1]}]},
+     "slurm.time_min = 1 is too short",
+     "allowed: time_min >= 2"),
 ]
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from ..registry import Registry
 from .progress import SweepProgress
 from .record import record_job
-from .resources import describe
+from .resources import check_signal_lead, describe
 
 if TYPE_CHECKING:  # annotations only: submitit and the job load when a launch runs
     import submitit
@@ -129,7 +129,11 @@ def _here_params(res: dict, name: str) -> dict:
     return params
 
 
-def _need_sbatch() -> None:
+def _slurm_preflight(runs: list) -> None:
+    """Every resource group's USR2 can come after its job has started; then an `sbatch` to submit
+    to."""
+    for res in {json.dumps(r.resources, sort_keys=True): r.resources for r in runs}.values():
+        check_signal_lead(res, LaunchError)
     if not shutil.which("sbatch"):
         raise LaunchError("--executor slurm: no `sbatch` on this machine (start a cluster with "
                           "scripts/slurm_up.sh, or use --executor local)")
@@ -176,7 +180,7 @@ def run_local(sub: Submission, todo: list) -> None:
 
 
 @EXECUTORS.register(
-    "slurm", cluster="slurm", params=_slurm_params, preflight=_need_sbatch, slurm_jobs=True,
+    "slurm", cluster="slurm", params=_slurm_params, preflight=_slurm_preflight, slurm_jobs=True,
     grace_s=lambda res: res["signal_delay_s"] / 2,
     help="slurm: one job array per resource group, returns once queued")
 def run_slurm(sub: Submission, todo: list) -> None:

@@ -58,7 +58,7 @@ def launch(spec: Spec, runs: list[Run], executor: str, parallel: int = 0, wait: 
     "results": {run_id: status}}."""
     preflight = EXECUTORS.meta(executor).preflight
     if preflight is not None:
-        preflight()
+        preflight(runs)
     sdir = sweep_dir(runs)
     with _launch_lock(sdir):
         states, todo, skipped = plan(runs, selected)

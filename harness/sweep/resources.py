@@ -61,6 +61,31 @@ def check_value(value: Any, r: ResourceKey, where: str, err: Err) -> None:
         raise err(f"{where} = {value!r}: expected a list of shell lines (strings)")
 
 
+# sbatch(1), --signal: "Due to the resolution of event handling by Slurm, the signal may be sent up
+# to 60 seconds earlier than specified." A job needs some time to start (python, torch, the
+# handlers) before a USR2 can do anything but kill it.
+SIGNAL_EARLY_S = 60
+START_S = 30
+
+
+def check_signal_lead(res: dict[str, Any], err: Err) -> None:
+    """A SLURM job's USR2 cannot come before the job has started: `time_min` * 60 -
+    `signal_delay_s` - 60 s (how early SLURM may send it) must leave `START_S`. With less, the
+    signal can reach the job's task before Python has installed a handler, and the job dies on its
+    first attempt instead of checkpointing (a 3-minute limit with a 150 s delay did, in CI)."""
+    t, d = res["time_min"], res["signal_delay_s"]
+    lead = t * 60 - d - SIGNAL_EARLY_S
+    if lead < START_S:
+        most = t * 60 - SIGNAL_EARLY_S - START_S
+        raise err(f"slurm.signal_delay_s = {d} with slurm.time_min = {t}: the USR2 may come "
+                  f"{max(lead, 0)} s into the job (SLURM sends it up to {SIGNAL_EARLY_S} s early), "
+                  f"before the job has started (it needs {START_S} s); allowed: signal_delay_s <= "
+                  f"{most}" if most >= 1 else
+                  f"slurm.time_min = {t} is too short for a USR2 before the limit (SLURM sends it "
+                  f"up to {SIGNAL_EARLY_S} s early, and a job needs {START_S} s to start); "
+                  f"allowed: time_min >= 2")
+
+
 def check_resource_key(key: str, where: str, err: Err) -> None:
     """`key` is `slurm.<one of RESOURCES>`."""
     r = key[len("slurm."):]
