@@ -18,7 +18,8 @@ Noise model (:class:`analysis.simulate.NoiseModel`, every number a flag):
   harness logs it. The step-0 eval (R0) is shared by all runs of a scale (one warm start, a fixed
   eval seed).
 * seeds: each run's ceiling is shifted by N(0, seed_sd_A) and its B scaled by
-  exp(N(0, seed_sd_logB)).
+  exp(N(0, seed_sd_logB)); with ``runaway_p`` > 0 a run also runs away with that probability and
+  its ceiling moves by ``runaway_dA`` (a bimodal seed effect, as length run-aways make one).
 * compute is proportional to the step; C_mid = mid_frac x the reference group's train.steps.
 * claims 1 and 2: per-step series with a per-run random level/growth (seed sd) and per-step
   noise; claim 4: per-run gains at matched training with a seed sd and the eval noise of a pass
@@ -313,6 +314,9 @@ def describe(noise: NoiseModel, margin: float) -> str:
             + (f"within-run wobble sd {noise.wobble_sd:.4f} (AR(1), correlation "
                f"{noise.wobble_rho_step:.3f} per step). " if noise.wobble_sd > 0
                else "no within-run wobble. ")
+            + (f"Run-aways: a run runs away with probability {noise.runaway_p:g}, moving its "
+               f"ceiling by {noise.runaway_dA:+g} (in every arm alike). " if noise.runaway_p > 0
+               else "")
             + f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "
             f"dA = {margin} (equivalence margins +-{margin} on A, x{B_MARGIN} on B); claim 1: "
             f"GRPO grows {noise.len_growth} tokens, Dr. GRPO 0 (null: both grow); claim 2: "

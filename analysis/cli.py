@@ -2,9 +2,8 @@
 
     rlablate analyze results/my_sweep --by algo.preset --fit-start 0.05 --bootstrap 1000 --seed 0
 
-``add_analyze_parser(subparsers)`` registers the subcommand on an argparse subparsers object
-(the harness CLI wires it in); ``run_analyze(args)`` runs it and returns an exit code: 0 on
-success, 2 when the input cannot be analysed (the reason goes to stderr, no traceback).
+``add_analyze_parser(subparsers)`` registers it (the harness CLI wires it in); ``run_analyze(args)``
+runs it: exit 0 on success, 2 when the input cannot be analysed (the reason on stderr, no traceback).
 """
 from __future__ import annotations
 
@@ -206,6 +205,8 @@ _NOISE_FLAGS = {  # flag -> (NoiseModel field, help)
     "--item-spread": ("item_spread", "sd of the eval items' starts and ceilings around R0 and A"),
     "--wobble-sd": ("wobble_sd", "sd of the within-run AR(1) wobble of the pass rate"),
     "--wobble-rho-step": ("wobble_rho_step", "the wobble's correlation per train step"),
+    "--runaway-p": ("runaway_p", "probability that a run runs away (analysis/runaway.py)"),
+    "--runaway-dA": ("runaway_dA", "how far a run-away moves its run's ceiling A"),
     "--effect-A": ("effect_A", "dA of the 'moved A' alternative"),
     "--effect-B": ("effect_B", "B ratio of the 'only B' alternative"),
     "--spread": ("spread", "claim 4: sd of the algorithms' true gains (null: both sets)"),
@@ -386,8 +387,7 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"rlablate plan: error: {exc}", file=sys.stderr)
         return 2
     table = plan.predict(groups, pilot, args.sweeps, args.seed, args.margin, args.reference)
-    print(f"plan of sweep {name!r} ({len(groups)} groups), {args.sweeps} simulated sweeps per "
-          f"comparison")
+    print(f"plan of sweep {name!r} ({len(groups)} groups), {args.sweeps} simulated sweeps per comparison")
     for note in pilot.notes:
         print(f"  {note}")
     print(format_markdown_table(table))

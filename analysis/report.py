@@ -240,7 +240,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot=min(opt.n_boot, 400),
                                       seed=opt.seed, by=opt.by))
     from analysis.runaway import runaway_tables
-    runaways = runaway_tables(runs, results.train, axes.seed)
+    runaways = runaway_tables(runs, results.train, axes.seed, fits_df, primary)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,
               "spreads": spreads, "extrapolation": extrap, "ranks": ranks, "kendall": taus,
               "inversions": flips, "effects": effects, "claims": claims,

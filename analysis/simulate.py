@@ -32,6 +32,11 @@ class NoiseModel:
     # train step; 0 = the curve plus eval noise only (analysis.plan.wobble_from_runs measures it)
     wobble_sd: float = 0.0
     wobble_rho_step: float = 0.0
+    # length run-aways (analysis.runaway): with probability ``runaway_p`` a run runs away, and its
+    # ceiling (the mean over items, as the fitted A) moves by ``runaway_dA``; a bimodal seed
+    # effect on top of the Gaussian one. 0 = none (and the random draws are those without it)
+    runaway_p: float = 0.0
+    runaway_dA: float = 0.0
     effect_A: float = 0.05  # alternative truth "moved A": dA (2.5 x the 0.02 margin)
     effect_B: float = 1.5  # alternative truth "only B": B ratio
     # claims 1 and 2 (per-step training series)
@@ -73,8 +78,12 @@ class Simulator:
         steps = np.arange(g.every, g.steps + 1, g.every)
         runs = []
         move = ceiling_shift(a_i, r0_i, dA) if dA else 0.0
+        away = (ceiling_shift(a_i, r0_i, dA + nz.runaway_dA) - move
+                if nz.runaway_p > 0 and nz.runaway_dA else 0.0)
         for s in range(g.seeds):
             shift = move + rng.normal(0, nz.seed_sd_A)
+            if nz.runaway_p > 0 and rng.random() < nz.runaway_p:
+                shift += away
             a_s = np.clip(a_i + shift, r0_i, 1.0)
             b_s = B * np.exp(rng.normal(0, nz.seed_sd_logB))
             frac = _sigmoid_frac(steps, b_s, c_mid)

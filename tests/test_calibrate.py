@@ -131,10 +131,12 @@ def test_cli_prints_the_table(tmp_path, capsys):
     assert calibrate_main([str(tmp_path / "missing.yaml")]) == 2
     # replications: the comparisons pooled, the claims over the union (4 + 2 seeds an arm)
     assert calibrate_main([str(spec), "--sweeps", "5", "--bootstrap", "50", "--replications",
-                           "4,2", "--out", str(tmp_path / "r.csv"), "--wobble-sd", "0.005"]) == 0
+                           "4,2", "--out", str(tmp_path / "r.csv"), "--wobble-sd", "0.005",
+                           "--runaway-p", "0.25", "--runaway-dA", "-0.03"]) == 0
     out = capsys.readouterr().out
     assert "2 replications (seeds 4+2 an arm) pooled as `rlablate combine`" in out
     assert "within-run wobble sd 0.0050" in out
+    assert "a run runs away with probability 0.25, moving its ceiling by -0.03" in out
     table = pd.read_csv(tmp_path / "r.csv")
     assert table["setting"].str.contains("2 replications pooled, seeds 4\\+2 an arm").any()
     assert table["setting"].str.contains(r"claim 4 \(3 presets x 1 scales x 6 seeds\)").any()
@@ -187,6 +189,37 @@ def test_a_simulated_effect_on_A_moves_the_mean_ceiling_by_exactly_dA():
         x = ceiling_shift(a_i, r0_i, dA)
         assert float(np.mean(np.clip(a_i + x, r0_i, 1.0)) - np.mean(a_i)) == pytest.approx(dA, abs=1e-6)
     assert ceiling_shift(a_i, r0_i, 0.9) == 1.0  # beyond reach: the largest move
+
+
+def _finals(noise: NoiseModel, seeds: int = 200, dA: float = 0.0) -> np.ndarray:
+    """Each simulated run's last pass rate, 4000 items x k 1 (eval noise sd ~0.007)."""
+    from analysis.calibrate import Simulator
+    sim = Simulator(noise, 4000, 1, np.random.default_rng(3))
+    r0_i, a_i = sim.items(0.79, 0.456)
+    g = Group("grpo", "", 400, 100, seeds, 4000, 1)
+    curve = sim.group("x", g, r0_i, a_i, (0.456, 0.01), B=3.0, c_mid=20.0, dA=dA)
+    return np.array([r.y[-1] for r in curve.runs])
+
+
+def test_runaways_make_a_bimodal_seed_effect_of_the_stated_size_and_share():
+    """``runaway_p`` / ``runaway_dA`` (the report's length run-aways as a noise component): with
+    p = 0.3 and dA -0.1, no Gaussian seed effect, the 200 runs' finals fall into two clusters
+    0.1 apart (the run-away shift moves the mean ceiling by exactly dA, as ``ceiling_shift``) with
+    ~30% in the lower one; p = 1 moves every run; p = 0 draws exactly what the model without
+    run-aways draws, whatever runaway_dA says."""
+    quiet = dict(seed_sd_A=0.0, seed_sd_logB=0.0, item_spread=0.27)
+    base = _finals(NoiseModel(**quiet))
+    assert np.array_equal(base, _finals(NoiseModel(**quiet, runaway_p=0.0, runaway_dA=-0.1)))
+    assert base.std() < 0.012  # eval noise and the curve's last step only
+    every = _finals(NoiseModel(**quiet, runaway_p=1.0, runaway_dA=-0.1))
+    assert every.mean() - base.mean() == pytest.approx(-0.1, abs=0.004)
+    mixed = _finals(NoiseModel(**quiet, runaway_p=0.3, runaway_dA=-0.1))
+    low = mixed < base.mean() - 0.05
+    assert 0.22 <= low.mean() <= 0.38, low.mean()
+    assert mixed[low].mean() - mixed[~low].mean() == pytest.approx(-0.1, abs=0.006)
+    # on top of a true effect on A, the run-away moves the ceiling by its own dA
+    both = _finals(NoiseModel(**quiet, runaway_p=1.0, runaway_dA=-0.1), dA=0.05)
+    assert both.mean() - base.mean() == pytest.approx(-0.05, abs=0.004)
 
 
 @pytest.mark.slow

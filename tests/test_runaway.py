@@ -16,12 +16,12 @@ TRUNC = {("grpo", 0): (0, 0.0, STEPS), ("grpo", 1): (0, 0.01, STEPS), ("grpo", 2
          ("cispo", 2): (50, 0.3, STEPS)}
 
 
-def _sweep(root, trunc=TRUNC, log_trunc=True):
+def _sweep(root, trunc=TRUNC, log_trunc=True, ceilings=None):
     for (algo, seed), (start, level, stop) in trunc.items():
         def train(step, start=start, level=level, stop=stop):
             share = level if start < step <= stop else 0.0
             return {"rollout/truncated_frac": share} if log_trunc else {}
-        a = 0.62 if algo == "grpo" else 0.60
+        a = (ceilings or {}).get((algo, seed), 0.62 if algo == "grpo" else 0.60)
         write_run(root / f"{algo}-s{seed}",
                   RunSpec(config=make_config(algo, "tiny-0.3m", seed),
                           curves={"in_dist": CurveSpec(a, 1.5, 16e12, 0.3)}, steps=STEPS,
@@ -58,3 +58,20 @@ def test_a_share_logged_only_early_is_not_a_runaway_and_no_log_means_no_section(
     done = run_analysis(AnalysisOptions(str(tmp_path / "b"), n_boot=50, per_run=False))
     assert done["tables"]["runaways"].empty
     assert "Length run-aways" not in (done["out"] / "report.md").read_text()
+
+
+def test_a_shift_is_the_run_aways_A_minus_their_arms_other_runs_and_the_report_says_how_to_simulate(
+        tmp_path):
+    """cispo's run-aways (s0, s2) have ceiling 0.56, its other run 0.64: A_shift ~ -0.08 from the
+    per-run fits; grpo has no run-away, so no shift; the section gives the calibrate flags with
+    the share of runs that ran away (2 of 6) and the mean shift."""
+    ceilings = {("cispo", 0): 0.56, ("cispo", 1): 0.64, ("cispo", 2): 0.56}
+    _sweep(tmp_path / "s", ceilings=ceilings)
+    done = run_analysis(AnalysisOptions(str(tmp_path / "s"), n_boot=50))
+    t = done["tables"]["runaways"].set_index("variant")
+    assert t.loc["cispo", "A_shift"] == pytest.approx(-0.08, abs=0.01)
+    assert t["A_shift"].isna()["grpo"]
+    text = (done["out"] / "report.md").read_text()
+    d = t.loc["cispo", "A_shift"]
+    assert f"`rlablate calibrate SPEC --runaway-p 0.33 --runaway-dA {d:.3f}`" in text
+    assert "1 arm(s) have both" in text
