@@ -377,8 +377,9 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
                             sub.to_dict("records") if rec.get("resolve_at"))
                   if verdict == "not resolved" and "resolve_at" in sub else "")
         out.append(_claim(3, text3, verdict, f"{flt} vs {grpo}, " + "; ".join(parts),
-                          budget and f"the filter's dA interval would resolve ({budget}), if "
-                          "its point estimate held (t rule, analysis/resolve.py)"))
+                          budget and (f"{budget} (analysis/resolve.py)" if "more steps" in budget
+                                      else f"the filter's dA interval would resolve ({budget}), "
+                                      "if its point estimate held (t rule, analysis/resolve.py)")))
     else:
         out.append(_claim(3, text3, "not tested",
                           "needs grpo and a fitted grpo+group_filter=... ablation"))

@@ -13,6 +13,12 @@ narrows as seeds are added the way a mean over independent seeds does.
 * Claims 1 and 2 (Student t intervals over per-run values): the half-width
   ``t_{0.975, n'-1} s / sqrt(n')`` with the observed sd ``s``.
 
+A comparison whose fit is not identified (either arm's A an extrapolation past its last eval)
+gets no seed count: seeds do not bound an extrapolated ceiling, more steps do (measured:
+check-cispo-steps, LOG session 24: CISPO vs GRPO, not identified at 400 steps with a dA interval
+0.174 wide that seed scaling put beyond 64 seeds; the same 4+4 runs at 800 steps read *no effect
+on A*, width 0.033). Its ``resolve_at`` names the arm(s) and the step reached, and says more steps.
+
 The verdict named is the nearest one consistent with the point estimate: with |dA| below the
 margin, *no effect on A* (the whole interval inside +-margin); at or above it, *moved A* (the
 interval excludes 0); for a claim, whichever of its verdicts needs the fewest seeds. Beyond
@@ -35,7 +41,9 @@ MAX_SEEDS = 64
 RULE = ("`resolve_at` (not resolved rows): the seeds per arm at which this dA interval would "
         "resolve, if the point estimate held and each half-width scaled as t_{0.975, n-1} / "
         f"sqrt(n) with the seeds n (analysis/resolve.py; up to {MAX_SEEDS} seeds): *no effect on "
-        "A* where |dA| is below the margin, *moved A* where it is not.")
+        "A* where |dA| is below the margin, *moved A* where it is not. Where a fit is not "
+        "identified it names the arm and says *more steps*: its A is extrapolated past the last "
+        "eval, which more seeds do not bound (measured in LOG, session 24).")
 
 
 def _t_scale(n: int) -> float:
@@ -118,20 +126,40 @@ def claim2_budget(diffs, margin: float | None) -> str:
                     "no effect": t_seeds(diffs, "inside", margin)})
 
 
+def _unidentified_arms(rec: dict, groups: dict) -> list[str]:
+    """The arms of an effects row whose group fit exists and is not identified, with the last
+    step their runs reached: ["cispo (to step 400)", ...]."""
+    out = []
+    for arm in (rec["variant"], rec["vs"]):
+        g = groups.get((arm, rec["scale"]))
+        fit = getattr(g, "fit", None)
+        if fit is not None and not getattr(fit, "identified", True):
+            last = max((int(np.max(r.steps)) for r in getattr(g.curve, "runs", ())
+                        if len(r.steps)), default=None)
+            out.append(f"{arm}" + (f" (to step {last})" if last is not None else ""))
+    return out
+
+
 def attach_effect_budget(effects: pd.DataFrame, fits, eval_set: str,
                          margin: float) -> pd.DataFrame:
     """``effects`` with ``resolve_at`` for every *not resolved* row: "<verdict> at N seeds" (N
-    per arm), "> MAX_SEEDS seeds", or empty where no interval exists."""
+    per arm), "> MAX_SEEDS seeds", "more steps: ..." where a fit is not identified (no seed
+    count: seeds do not bound an extrapolated A), or empty where no interval exists."""
     if effects.empty:
         return effects
-    n_runs = {(g.variant, g.scale): g.curve.n_runs for g in fits
+    groups = {(g.variant, g.scale): g for g in fits
               if g.level == "group" and g.eval_set == eval_set}
     out = []
     for rec in effects.to_dict("records"):
         text = ""
         if str(rec["verdict"]).startswith("not resolved"):
-            n = min(n_runs.get((rec["variant"], rec["scale"]), 0),
-                    n_runs.get((rec["vs"], rec["scale"]), 0))
+            arms = _unidentified_arms(rec, groups)
+            if arms:
+                out.append("more steps: the fit of " + " and ".join(arms) + " is not identified "
+                           "(A extrapolated past the last eval); more seeds do not bound it")
+                continue
+            n = min(groups[k].curve.n_runs if k in groups else 0
+                    for k in ((rec["variant"], rec["scale"]), (rec["vs"], rec["scale"])))
             verdict, seeds = effect_seeds(rec["dA"], rec["dA_lo"], rec["dA_hi"], n, margin)
             text = (f"{verdict} at {seeds} seeds" if seeds else
                     f"{verdict}: > {MAX_SEEDS} seeds" if verdict else "")

@@ -89,3 +89,32 @@ def test_a_reports_effects_carry_the_budget(tmp_path):
     assert seeds is not None and seeds > 3
     assert row["resolve_at"] == f"{verdict} at {seeds} seeds"
     assert "`resolve_at` (not resolved rows)" in (done["out"] / "report.md").read_text()
+
+
+def _arm(variant, identified, steps=(20, 400), n_runs=4):
+    runs = [SimpleNamespace(steps=np.array(steps)) for _ in range(n_runs)]
+    return SimpleNamespace(level="group", variant=variant, scale="s", eval_set="in_dist",
+                           curve=SimpleNamespace(n_runs=n_runs, runs=runs),
+                           fit=SimpleNamespace(identified=identified))
+
+
+def test_unidentified_fit_asks_for_steps_not_seeds():
+    # check-cispo-steps cut at 400 (LOG session 24): CISPO's group fit not identified, dA +0.046
+    # [-0.011, +0.163]. Seed scaling would say "> 64 seeds"; the same runs at 800 steps resolved.
+    effects = pd.DataFrame([{"scale": "s", "variant": "cispo", "vs": "grpo", "dA": 0.0457,
+                             "dA_lo": -0.0109, "dA_hi": 0.1628,
+                             "verdict": "not resolved (fit not identified)"}])
+    assert effect_seeds(0.0457, -0.0109, 0.1628, 4, 0.05) == ("no effect on A", None)
+    out = attach_effect_budget(effects, [_arm("grpo", True), _arm("cispo", False)], "in_dist",
+                               0.05)
+    assert out["resolve_at"].iloc[0] == (
+        "more steps: the fit of cispo (to step 400) is not identified (A extrapolated past the "
+        "last eval); more seeds do not bound it")
+    both = attach_effect_budget(effects, [_arm("grpo", False, (10, 300)), _arm("cispo", False)],
+                                "in_dist", 0.05)
+    assert "cispo (to step 400) and grpo (to step 300)" in both["resolve_at"].iloc[0]
+    # both identified: the seed count as before (the GSPO row above: 9 seeds)
+    gspo = effects.assign(variant="gspo", dA=0.018, dA_lo=-0.027, dA_hi=0.079,
+                          verdict="not resolved")
+    seeds = attach_effect_budget(gspo, [_arm("grpo", True), _arm("gspo", True)], "in_dist", 0.05)
+    assert seeds["resolve_at"].iloc[0] == "no effect on A at 9 seeds"
