@@ -123,6 +123,55 @@ def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed:
     return out
 
 
+def _up_to(curve: CurveData, step: int) -> CurveData:
+    """The group's runs with their evals at or before ``step`` (a look at a rung)."""
+    return CurveData(curve.label, [replace(r, steps=r.steps[r.steps <= step],
+                                           compute=r.compute[r.steps <= step],
+                                           y=r.y[r.steps <= step], stderr=r.stderr[r.steps <= step])
+                                   for r in curve.runs])
+
+
+def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sweeps: int,
+                   seed: int, margin: float = DEFAULT_MARGIN,
+                   n_boot: int = 1000) -> tuple[dict[str, list[str]], dict[str, float]]:
+    """:func:`effect_cells` for the sequential rule (``rlablate sweep --halving-rule resolved``,
+    analysis/halving.py): each simulated pair is first compared on its evals up to ``look_at``; a
+    verdict in :data:`analysis.halving.RESOLVED` is the one reported, otherwise the pair goes on
+    and its verdict is read at the end. Two chances to give a verdict are two chances to give a
+    wrong one: the rows of :func:`effect_rows` on these cells are the rule's error rates.
+
+    The simulated runs are :func:`effect_cells`'s draw for draw (the same generator, consumed in
+    the same order; a look only cuts the curves), so a pair not stopped at the look gets exactly
+    the verdict :func:`effect_cells` gives it. Returns (verdicts per truth, the share of sweeps per
+    truth stopped at the look)."""
+    from analysis.halving import RESOLVED
+    rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
+    sim = Simulator(noise, ref.n_items, ref.k, rng)
+    c_mid = noise.mid_frac * ref.steps
+    truths = {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
+              "edge": (margin, 1.0)}
+    out: dict[str, list[str]] = {t: [] for t in truths}
+    early = {t: 0 for t in truths}
+    for i in range(n_sweeps):
+        r0_i, a_i = sim.items(noise.A, noise.R0)
+        r0_obs = sim.r0(r0_i)
+        ref_curve = sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, c_mid)
+        ref_end = _fit(ref_curve, n_boot, i)
+        ref_look = _fit(_up_to(ref_curve, look_at), n_boot, i)
+        for name, (dA, b_ratio) in truths.items():
+            if ref_end[0] is None or not ref_end[0].identified:  # as effect_cells: no variant drawn
+                out[name].append(_effect(ref_end, ref_end, margin))
+                continue
+            v_curve = sim.group("var", var, r0_i, a_i, r0_obs, noise.B * b_ratio, c_mid, dA)
+            first = _effect(ref_look, _fit(_up_to(v_curve, look_at), n_boot, i), margin)
+            if first in RESOLVED:
+                early[name] += 1
+                out[name].append(first)
+            else:
+                out[name].append(_effect(ref_end, _fit(v_curve, n_boot, i), margin))
+    return out, {t: early[t] / n_sweeps for t in truths}
+
+
 def _pooled_effect(fits, margin) -> str:
     """`rlablate combine`'s verdict on several studies' (reference, variant) fits."""
     rows = []
@@ -182,7 +231,8 @@ def effect_rows(setting: str, cells: dict[str, list[str]]) -> list[dict]:
 def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: int = 500,
               seed: int = 0, margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
               n_boot: int = 1000, progress=None,
-              replications: tuple[int, ...] | None = None) -> pd.DataFrame:
+              replications: tuple[int, ...] | None = None,
+              look_at: int | None = None) -> pd.DataFrame:
     """The calibration table of a schedule (:func:`read_schedule`): one row per verdict, setting
     and kind (false positive / power) with the rate over ``n_sweeps`` simulated sweeps and its
     95% Clopper-Pearson interval. Settings are the distinct (reference, variant) schedules of the
@@ -192,8 +242,14 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     `rlablate combine` says of them instead: the comparisons pooled by
     :func:`analysis.meta.pool_effect` (see :func:`effect_cells`), claim 3 from the pooled filter
     verdict, and claims 1, 2 and 4 over the union of the replications' runs (that is how combine
-    decides them), i.e. with the replications' seeds added up."""
+    decides them), i.e. with the replications' seeds added up.
+
+    ``look_at`` (a step): the design-choice comparisons (and claim 3) under the sequential rule,
+    a first look at that step and the end (:func:`two_look_cells`); the table's ``stopped_early``
+    column gives the share of simulated pairs the look stopped, under the row's truth."""
     noise = noise or NoiseModel()
+    if look_at is not None and replications is not None:
+        raise ValueError("look_at and replications: one at a time")
     if replications is not None:
         groups = [replace(g, seeds=sum(replications)) for g in groups]  # claims: the union
     by_scale: dict[str, dict[str, Group]] = {}
@@ -220,7 +276,11 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         ref = Group(reference, "", r_steps, r_every, r_seeds, n_items, k)
         var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
         t0 = time.perf_counter()
-        cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot, replications)
+        early = None
+        if look_at is not None and look_at < min(r_steps, v_steps):
+            cells, early = two_look_cells(ref, var, noise, look_at, n_sweeps, seed, margin, n_boot)
+        else:
+            cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot, replications)
         results[key] = cells
         seeds = (f"{r_seeds}+{v_seeds} seeds" if replications is None else
                  f"{len(replications)} replications pooled, seeds "
@@ -228,7 +288,10 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         setting = (f"{reference} {r_steps} steps/eval {r_every} vs {v_steps}/{v_every}, "
                    f"{seeds} ({len(who)} comparisons: "
                    f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''})")
-        rows += effect_rows(setting, cells)
+        if early is not None:
+            setting = f"looks at step {look_at} and the end: {setting}"
+        rows += [dict(r, stopped_early=early[r["truth"]]) if early else r
+                 for r in effect_rows(setting, cells)]
         covered[setting] = list(who)
         if progress:
             progress(f"effects {r_steps}/{r_every} vs {v_steps}/{v_every}: "
@@ -292,7 +355,8 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         if progress:
             progress(f"claim 4: {time.perf_counter() - t0:.1f} s")
     table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
-                                        "rate", "lo", "hi"])
+                                        "rate", "lo", "hi"]
+                         + (["stopped_early"] if look_at is not None else []))
     fp = table["kind"] == "false positive"
     table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
     table.attrs["members"] = covered

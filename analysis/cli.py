@@ -73,6 +73,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "(what `rlablate sweep --halving` would have stopped and saved, and "
                              "the Kendall tau of its ranking against the full one): a report "
                              "section and halving.csv")
+    parser.add_argument("--halving-rule", choices=("bound", "resolved"), default="bound",
+                        help="the rule --halving-replay replays: 'bound' stops an arm whose A "
+                             "upper bound lies below the leader's lower bound; 'resolved' stops a "
+                             "variant whose verdict against --reference is already resolved "
+                             "(interim looks; --margin; the section then compares each verdict "
+                             "with the full sweep's). Default %(default)s")
     return parser
 
 
@@ -121,7 +127,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                           scale_col=args.scale_col, per_run=args.per_run,
                           reference=args.reference or REFERENCE,
                           reference_explicit=args.reference is not None, calibrate=args.calibrate,
-                          plan=args.plan, halving_replay=args.halving_replay,
+                          plan=args.plan, halving_replay=args.halving_replay, halving_rule=args.halving_rule,
                           progress=lambda msg: print(f"rlablate analyze: {msg}", file=sys.stderr,
                                                      flush=True))
     created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")
@@ -233,6 +239,10 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                         help="calibrate what `rlablate combine` says of this many replications "
                              "of the spec, each with the given seeds per arm (e.g. 4,6,6): the "
                              "comparisons pooled, the claims over the union of their runs")
+    parser.add_argument("--look-at", type=int, default=None, metavar="STEP",
+                        help="the sequential rule (`rlablate sweep --halving STEP --halving-rule "
+                             "resolved`): each comparison looked at at STEP and, if not resolved "
+                             "there, at the end; its error rates and the share stopped early")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
@@ -278,9 +288,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
             print("rlablate calibrate: error: --replications takes two or more seed counts, each "
                   f">= 2, comma-separated (e.g. 4,6,6); got {args.replications!r}", file=sys.stderr)
             return 2
+    if args.look_at is not None and (replications or args.look_at < 1 or args.look_at >= min(
+            g.steps for g in groups)):
+        print(f"rlablate calibrate: error: --look-at = {args.look_at}: a step in [1, "
+              f"{min(g.steps for g in groups) - 1}] (below every group's steps), without "
+              "--replications", file=sys.stderr)
+        return 2
     table = calibrate(groups, noise, args.sweeps, args.seed, args.margin, args.reference,
                       args.bootstrap, progress=lambda m: print(f"  {m}", file=sys.stderr),
-                      replications=replications)
+                      replications=replications, look_at=args.look_at)
     what = (f"{len(replications)} replications (seeds {'+'.join(map(str, replications))} an "
             "arm) pooled as `rlablate combine` pools them" if replications else "one study")
     print(f"calibration of sweep {name!r} ({len(groups)} groups; {what}), {args.sweeps} "
@@ -418,83 +434,4 @@ def run_plan(args: argparse.Namespace) -> int:
         plan.write_plan(args.spec, table, pilot, args, wall_s=wall_s)
         print(f"wrote the plan into {args.spec} (key `plan`)")
     print(f"{time.perf_counter() - t0:.0f} s")
-    return 0
-
-
-# ------------------------------------------------------------------------------------------------
-# rlablate combine
-# ------------------------------------------------------------------------------------------------
-def add_combine_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``combine``: a fixed-effect meta-analysis of replicated studies (analysis/meta.py)."""
-    parser = subparsers.add_parser(
-        "combine", help="combine the comparisons of one design's replications (meta-analysis)",
-        description="Pool the design-choice comparisons (effects.csv) of several reports of ONE "
-                    "design run on disjoint seeds: inverse-variance fixed-effect estimates of dA "
-                    "and of the B ratio with 95%% intervals, Cochran's Q and I^2, and the report's "
-                    "verdict rule on the pooled intervals (analysis/meta.py states the normal "
-                    "approximation it makes). The reports' spec.yaml must agree on every key but "
-                    "name, description, seeds, plan and the executor; exit 2 otherwise. The seed "
-                    "claims are decided again over the union of the replications' runs from each "
-                    "report's claim_inputs.json (exactly, as one study of all their seeds would).")
-    parser.add_argument("report_dirs", nargs="+", metavar="REPORT_DIR",
-                        help="directories written by `rlablate analyze` (two or more)")
-    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
-                        help="equivalence margin on A for 'no effect on A' (default %(default)s; "
-                             "use the studies' own)")
-    parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
-    parser.add_argument("--mixed-base", action="store_true",
-                        help="pool studies whose runs started from different warm starts "
-                             "(R0 differs: e.g. built on another CPU); refused by default")
-    parser.add_argument("--claims-out", metavar="FILE.csv",
-                        help="also write the seed claims decided over the union of the "
-                             "replications' runs as CSV")
-    return parser
-
-
-def run_combine(args: argparse.Namespace) -> int:
-    """Print the pooled comparisons; 2 when the reports are not replications of one design."""
-    from analysis import meta
-    from analysis.report import format_markdown_table
-
-    def fail(message: str) -> int:
-        print(f"rlablate combine: error: {message}", file=sys.stderr)
-        return 2
-
-    if len(args.report_dirs) < 2:
-        return fail("give two or more report directories")
-    if not 0 < args.margin < 1:
-        return fail(f"--margin must be in (0, 1), got {args.margin}")
-    try:
-        studies = [meta.load_study(d) for d in args.report_dirs]
-        notes = meta.check_replications(studies, args.mixed_base)
-        table = meta.combine(studies, args.margin)
-        if table.empty:
-            return fail("no comparison is in every report")
-        claims, why_not = meta.combine_claims(studies, table)
-        if why_not and args.claims_out:
-            return fail(f"--claims-out: {why_not}")
-    except (ValueError, OSError) as exc:
-        return fail(str(exc))
-    print(f"{len(studies)} replications: " + ", ".join(args.report_dirs))
-    for note in notes:
-        print(f"  {note}")
-    print(f"fixed-effect inverse-variance pooling; each study's se = 95% interval width / 3.92 "
-          f"(normal approximation); margin on A +-{args.margin:g}; post hoc unless a spec "
-          "pre-registered it")
-    print(format_markdown_table(table))
-    if command := meta.calibrate_command(studies, args.margin):
-        print(f"their false-positive rates, simulated: {command} (plus the noise a report's "
-              "calibration section states)")
-    if args.out:
-        table.to_csv(args.out, index=False)
-    if why_not:
-        print(why_not)
-        return 0
-    print("\nThe seed claims over the union of the replications' runs (claims 1, 2 and 4 decided "
-          "again from every run's numbers; claim 3 from the pooled filter comparison above):")
-    for rec in claims.to_dict("records"):
-        print(f"  {rec['claim']}. {rec['statement']}: {rec['verdict']}\n     {rec['evidence']}"
-              + (f"\n     would resolve: {rec['would_resolve']}" if rec["would_resolve"] else ""))
-    if args.claims_out:
-        claims.to_csv(args.claims_out, index=False)
     return 0

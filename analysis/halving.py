@@ -15,6 +15,16 @@ extrapolation) is never stopped, and the leader must itself be identified; so ea
 curves stop nothing. A stopped run is only paused (checkpointed): ``rlablate sweep SPEC`` without
 ``--halving`` resumes it, which is how a full sweep is recovered to check a halved ranking
 (:func:`ranking_agreement`, Kendall tau).
+
+A second rule, ``resolved`` (``--halving-rule resolved``): a sequential design with interim looks.
+At each rung every variant is compared with the reference arm as the report does
+(:func:`analysis.claims.choice_effects`: paired bootstrap, the margin on A); a variant whose verdict
+is already resolved (*moved A*, *only B*, *no effect*, *no effect on A*) stops, and its verdict is
+the one read at the rung; an open one (*not resolved*, a fit not identified, *moved B, A not
+resolved*) goes on, and the reference goes on while any comparison against it is open. This spends
+steps where the curves have not bent yet, which more seeds would not fix (LOG session 24:
+check-cispo-steps). Two looks are two chances to be wrong: ``rlablate calibrate --look-at STEP``
+simulates the rule's false-positive rates (:func:`analysis.calibrate.two_look_cells`).
 """
 from __future__ import annotations
 
@@ -28,6 +38,9 @@ from analysis.load import Results, load_results
 
 COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "reason",
            "run_ids"]
+RULES = ("bound", "resolved")
+#: verdicts that answer a comparison (analysis.claims.effect_verdict); the rest leave it open
+RESOLVED = ("moved A", "moved A and B", "only B", "no effect", "no effect on A")
 
 
 def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
@@ -75,21 +88,68 @@ def restrict(results: Results, run_ids: set[str] | None, max_step: int) -> Resul
 
 def decide_from_dir(sweep_dir, rung: int, eval_set: str = "in_dist",
                     run_ids: list[str] | None = None, n_boot: int = 400, seed: int = 0,
-                    by: list[str] | None = None) -> pd.DataFrame:
-    """:func:`decide` on a sweep directory's runs (``run_ids``), with their evals up to ``rung``."""
+                    by: list[str] | None = None, rule: str = "bound", reference: str = "grpo",
+                    margin: float = 0.02) -> pd.DataFrame:
+    """:func:`decide_at` on a sweep directory's runs (``run_ids``), with their evals up to
+    ``rung``."""
     results = load_results(sweep_dir)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
-    return decide_at(results, rung, set(run_ids) if run_ids else None, eval_set, n_boot, seed, by)
+    return decide_at(results, rung, set(run_ids) if run_ids else None, eval_set, n_boot, seed, by,
+                     rule, reference, margin)
+
+
+def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
+                    reference: str = "grpo", margin: float = 0.02) -> pd.DataFrame:
+    """The ``resolved`` rule (module docstring): one row per arm and scale, ``stop`` for a variant
+    whose verdict against ``reference`` is in :data:`RESOLVED`, ``continue`` for an open one; the
+    reference continues while any comparison against it at its scale is open. The verdict rides
+    in ``reason`` (and the dA interval beside it); arms at a scale without the reference go on."""
+    from analysis.claims import choice_effects
+    effects = choice_effects(fits, runs, eval_set, reference, margin)
+    verdicts = {(r["variant"], r["scale"]): r for r in effects.to_dict("records")}
+    groups = [g for g in fits if g.level == "group" and g.eval_set == eval_set]
+    rows = []
+    for scale in sorted({g.scale for g in groups}):
+        arms = {g.variant: g for g in groups if g.scale == scale}
+        open_ = [v for v in arms if v != reference and (v, scale) in verdicts
+                 and verdicts[(v, scale)]["verdict"] not in RESOLVED]
+        for v, g in sorted(arms.items()):
+            ok = g.fit is not None and g.fit.identified and g.boot is not None
+            lo, hi = g.boot.ci("A") if ok else (np.nan, np.nan)
+            rec = verdicts.get((v, scale))
+            if v == reference:
+                decision = "continue" if open_ else "stop"
+                reason = (f"reference: {len(open_)} comparison(s) still open ({', '.join(open_)})"
+                          if open_ else "reference: every comparison against it is resolved")
+            elif rec is None:
+                decision, reason = "continue", f"no {reference} at this scale to compare with"
+            else:
+                decision = "stop" if rec["verdict"] in RESOLVED else "continue"
+                reason = (f"{rec['verdict']} vs {reference}: dA {rec['dA']:+.3f} "
+                          f"[{rec['dA_lo']:+.3f}, {rec['dA_hi']:+.3f}]"
+                          if np.isfinite(rec["dA_lo"]) else f"{rec['verdict']} vs {reference}")
+            rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
+                         "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
+                         "identified": bool(ok and np.isfinite(lo)), "decision": decision,
+                         "reason": reason, "run_ids": list(g.run_ids)})
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def decide_at(results: Results, rung: int, run_ids: set[str] | None, eval_set: str = "in_dist",
-              n_boot: int = 400, seed: int = 0, by: list[str] | None = None) -> pd.DataFrame:
-    """:func:`decide` on loaded ``results``: the runs ``run_ids`` (all when None), each arm fitted
-    on its evals up to ``rung``."""
+              n_boot: int = 400, seed: int = 0, by: list[str] | None = None,
+              rule: str = "bound", reference: str = "grpo", margin: float = 0.02) -> pd.DataFrame:
+    """:func:`decide` (``rule`` "bound") or :func:`decide_resolved` ("resolved") on loaded
+    ``results``: the runs ``run_ids`` (all when None), each arm fitted on its evals up to
+    ``rung``."""
+    if rule not in RULES:
+        raise ValueError(f"halving rule {rule!r}: allowed {', '.join(RULES)}")
     sub = restrict(results, run_ids, rung)
-    fits = fit_all(sub, detect_axes(sub, by), window=FitWindow(), n_boot=n_boot, seed=seed,
-                   per_run=False)
+    axes = detect_axes(sub, by)
+    fits = fit_all(sub, axes, window=FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
+    if rule == "resolved":
+        from analysis.groups import assign_groups
+        return decide_resolved(fits, assign_groups(sub, axes), eval_set, reference, margin)
     return decide(fits, eval_set)
 
 
@@ -129,8 +189,15 @@ def _arm_values(results: Results, axes, eval_set: str, max_step: float = np.inf)
             for (s, v), g in last.groupby(["scale_value", "variant"])}
 
 
+def _verdicts(table: pd.DataFrame) -> dict:
+    """(scale, arm) -> the verdict in a ``resolved`` decision table's reason."""
+    return {(r["scale"], r["arm"]): r["reason"].split(" vs ")[0]
+            for r in table.to_dict("records") if " vs " in r["reason"]}
+
+
 def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int = 400,
-           seed: int = 0, by: list[str] | None = None) -> dict:
+           seed: int = 0, by: list[str] | None = None, rule: str = "bound",
+           reference: str = "grpo", margin: float = 0.02) -> dict:
     """What ``--halving RUNGS`` would have decided on a *finished* sweep, and what it would have
     cost in ranking. A run paused at a rung and resumed is bit-identical to one never paused
     (tests/test_halving.py), so each rung's decision on the full runs' evals up to the rung is the
@@ -140,7 +207,11 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     and per scale the Kendall tau between the full ranking (every arm by its final pass rate) and
     the halved one (the survivors by their final pass rate, above the arms stopped at the last
     rung, above those stopped earlier; a stopped arm ordered by its pass rate at its rung), with
-    whether both put the same arm first."""
+    whether both put the same arm first.
+
+    With ``rule`` "resolved" it also returns ``verdicts``: per comparison, the verdict the
+    sequential design reports (read at the rung where it stopped, else at the end) beside the
+    verdict of the full sweep, and whether they agree."""
     results = load_results(sweep_dir)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
@@ -151,7 +222,8 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     total = {rid: int(steps.get(rid, last.get(rid, 0))) for rid in results.runs["run_id"]}
     live, decisions, stopped_at = set(total), [], {}
     for i, rung in enumerate(rungs):
-        table = decide_at(results, rung, live, eval_set, n_boot, seed, by)
+        table = decide_at(results, rung, live, eval_set, n_boot, seed, by, rule, reference,
+                          margin)
         decisions.append((rung, table))
         for rec in table[table["decision"] == "stop"].to_dict("records"):
             stopped_at[(rec["scale"], rec["arm"])] = (i, rung)
@@ -170,10 +242,21 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
                 halved[v] = (len(rungs), final)
         order = sorted(halved, key=lambda v: halved[v])
         ranks[scale] = ranking_agreement(arms, {v: float(order.index(v)) for v in order})
-    return {"rungs": list(rungs), "eval_set": eval_set,
-            "steps": [{"rung": r, "decisions": t.to_dict("records")} for r, t in decisions],
-            "stopped": {f"{v} @ {s}": r for (s, v), (_, r) in stopped_at.items()},
-            "train_steps_saved_frac": compute_saved(decisions, total), "ranking": ranks}
+    out = {"rungs": list(rungs), "eval_set": eval_set, "rule": rule,
+           "steps": [{"rung": r, "decisions": t.to_dict("records")} for r, t in decisions],
+           "stopped": {f"{v} @ {s}": r for (s, v), (_, r) in stopped_at.items()},
+           "train_steps_saved_frac": compute_saved(decisions, total), "ranking": ranks}
+    if rule == "resolved":
+        end = decide_at(results, int(max(total.values())), None, eval_set, n_boot, seed, by,
+                        rule, reference, margin)
+        at_end = _verdicts(end)
+        read = {k: v for rung, t in decisions for k, v in _verdicts(t).items()
+                if k in stopped_at and stopped_at[k][1] == rung}
+        out["verdicts"] = [{"scale": s, "arm": v, "sequential": read.get((s, v), full),
+                            "read_at": stopped_at[(s, v)][1] if (s, v) in read else "end",
+                            "full": full, "agree": read.get((s, v), full) == full}
+                           for (s, v), full in sorted(at_end.items())]
+    return out
 
 
 def replay_frame(record: dict) -> pd.DataFrame:
@@ -183,20 +266,34 @@ def replay_frame(record: dict) -> pd.DataFrame:
             for step in record["steps"] for d in step["decisions"]]
     df = pd.DataFrame(rows, columns=["rung"] + [c for c in COLUMNS if c != "run_ids"])
     df.attrs.update(saved=record["train_steps_saved_frac"], ranking=record["ranking"],
-                    rungs=record["rungs"])
+                    rungs=record["rungs"], rule=record.get("rule", "bound"),
+                    verdicts=record.get("verdicts", []))
     return df
 
 
 def halving_section(r, table: pd.DataFrame) -> None:
     """The report's section on a replayed successive halving (``analyze --halving-replay``)."""
-    r.h("Successive halving, replayed on this sweep")
+    resolved = table.attrs.get("rule") == "resolved"
+    r.h("Sequential looks (stop what is resolved), replayed on this sweep" if resolved
+        else "Successive halving, replayed on this sweep")
     stops = table[table["decision"] == "stop"]
+    rule = ("compared with the reference as the design-choice table does and stopped once its "
+            "verdict is resolved (the reference goes on while a comparison is open; "
+            "`rlablate sweep --halving-rule resolved`; two looks are two chances to err: "
+            "`rlablate calibrate --look-at STEP` gives the rule's false-positive rates)"
+            if resolved else "stopped when its A upper bound lies below the leader's lower bound")
     r.p(f"Rungs {', '.join(map(str, table.attrs['rungs']))}: at each rung every arm is fitted on "
-        f"its evals up to the rung and stopped when its A upper bound lies below the leader's "
-        f"lower bound (analysis/halving.py; a paused run resumes bit-identical, so these are the "
-        f"decisions `rlablate sweep --halving` makes). {len(stops)} arm(s) stopped; "
-        f"{table.attrs['saved']:.1%} of the sweep's train steps saved.")
-    for scale, rk in table.attrs["ranking"].items():
+        f"its evals up to the rung and {rule} (analysis/halving.py; a paused run resumes "
+        f"bit-identical, so these are the decisions `rlablate sweep --halving` makes). "
+        f"{len(stops)} arm(s) stopped; {table.attrs['saved']:.1%} of the sweep's train steps "
+        f"saved.")
+    verdicts = table.attrs.get("verdicts") or []
+    if verdicts:
+        agree = sum(v["agree"] for v in verdicts)
+        r.p(f"The verdict each comparison gets (read at the rung where it stopped, else at the "
+            f"end) against the full sweep's: {agree} of {len(verdicts)} agree.")
+        r.table(pd.DataFrame(verdicts))
+    for scale, rk in ({} if resolved else table.attrs["ranking"]).items():
         tau = rk.get("kendall_tau")
         r.p(f"{scale}: Kendall tau between the full ranking (final pass rate) and the halved one "
             f"= {tau:.2f} over {rk['n_arms']} arms; same best arm: {rk['same_best']}."

@@ -59,6 +59,7 @@ class AnalysisOptions:
     calibrate: int = 0  # simulated sweeps per calibration cell (the CLI default is 200)
     plan: int = 0  # simulated sweeps per comparison of the planner section (CLI default 40)
     halving_replay: list[int] | None = None  # rungs: replay successive halving on the runs
+    halving_rule: str = "bound"  # the replayed rule: "bound" or "resolved" (analysis/halving.py)
     progress: object = None  # callable(str): one line per stage (the CLI prints them to stderr)
 
 
@@ -237,8 +238,9 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     if opt.halving_replay:
         say(f"replaying successive halving at steps {opt.halving_replay}")
         from analysis.halving import replay, replay_frame
-        halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot=min(opt.n_boot, 400),
-                                      seed=opt.seed, by=opt.by))
+        n_boot = opt.n_boot if opt.halving_rule == "resolved" else min(opt.n_boot, 400)
+        halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot, opt.seed, opt.by,
+                                      opt.halving_rule, opt.reference, opt.margin))
     from analysis.runaway import runaway_tables
     runaways = runaway_tables(runs, results.train, axes.seed, fits_df, primary)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,

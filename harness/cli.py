@@ -235,12 +235,12 @@ def _run_calibrate(args) -> int:
 
 
 def _add_combine(sub) -> None:
-    from analysis.cli import add_combine_parser
+    from analysis.combine_cli import add_combine_parser
     add_combine_parser(sub)
 
 
 def _run_combine(args) -> int:
-    from analysis.cli import run_combine
+    from analysis.combine_cli import run_combine
     return run_combine(args)
 
 

@@ -251,3 +251,41 @@ def test_pooled_replications_verdicts_false_positive_and_power_with_known_truth(
     pooled = n - count("A", refused)
     assert 0.25 * n <= pooled <= 0.85 * n
     assert count("A", moved_a) / pooled >= 0.45
+
+
+def test_two_looks_draw_exactly_the_single_look_runs():
+    """The sequential rule's cells (analysis/halving.py's `resolved`): a look at the last step is
+    the single look, verdict for verdict; a look half-way changes only the pairs it stopped, each
+    to a resolved verdict, and the share it reports counts them."""
+    from analysis.calibrate import two_look_cells
+    from analysis.halving import RESOLVED
+    noise = NoiseModel(mid_frac=0.2, seed_sd_A=0.005, seed_sd_logB=0.05)
+    g = Group("grpo", "", 200, 10, 4, 2048, 1)
+    single = effect_cells(g, g, noise, 8, seed=2, margin=0.05, n_boot=60)
+    same, share = two_look_cells(g, g, noise, 200, 8, seed=2, margin=0.05, n_boot=60)
+    assert same == single
+    assert share == {t: sum(v in RESOLVED for v in single[t]) / 8 for t in single}
+    half, share = two_look_cells(g, g, noise, 120, 8, seed=2, margin=0.05, n_boot=60)
+    for t in single:
+        changed = [a for a, b in zip(half[t], single[t]) if a != b]
+        assert all(v in RESOLVED for v in changed)
+        assert len(changed) <= round(share[t] * 8)
+    assert sum(share.values()) > 0  # measured: 1 of 8 under A and under edge (moved A at 120)
+
+
+def test_cli_look_at(tmp_path, capsys):
+    from analysis.cli import calibrate_main
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid:\n  algo.preset: [grpo, dapo]\nset:\n  train.steps: 60\n"
+                    "  eval.every: 10\nseeds: 2\n")
+    assert calibrate_main([str(spec), "--sweeps", "4", "--bootstrap", "40", "--look-at", "30",
+                           "--out", str(tmp_path / "c.csv")]) == 0
+    table = pd.read_csv(tmp_path / "c.csv")
+    looked = table[table["setting"].str.startswith("looks at step 30 and the end: grpo 60 steps")]
+    assert len(looked) == 8 and looked["stopped_early"].between(0, 1).all()
+    capsys.readouterr()
+    for bad in (["--look-at", "60"], ["--look-at", "0"], ["--look-at", "30", "--replications",
+                                                           "2,2"]):
+        assert calibrate_main([str(spec)] + bad) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--look-at" in err

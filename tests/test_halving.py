@@ -124,3 +124,81 @@ def test_analyze_halving_replay_writes_its_section_and_refuses_bad_rungs(tmp_pat
             main([str(tmp_path), "--halving-replay", bad])
         assert e.value.code == 2
         assert "--halving-replay" in capsys.readouterr().err
+
+
+def test_resolved_rule_stops_what_is_decided_and_keeps_the_reference_while_any_is_open(tmp_path):
+    """The sequential rule at step 150 of the synthetic sweep (truth: A grpo 0.60, dapo 0.62,
+    cispo 0.72, vapo 0.45, rloo 0.50; margin 0.05): cispo (+0.12) and rloo (-0.10) have moved A
+    and stop; vapo's fit is not identified yet (measured above), so it and the reference go on.
+    Every stop carries a resolved verdict, every continue an open one."""
+    from analysis.halving import RESOLVED
+    _sweep(tmp_path)
+    table = decide_from_dir(tmp_path, rung=150, n_boot=300, rule="resolved",
+                            margin=0.05).set_index("arm")
+    assert table.loc["cispo", "decision"] == "stop"
+    assert table.loc["cispo", "reason"].startswith("moved A vs grpo: dA +0.1")
+    assert table.loc["rloo", "decision"] == "stop"
+    assert table.loc["rloo", "reason"].startswith("moved A vs grpo: dA -0.1")
+    assert table.loc["vapo", "decision"] == "continue"
+    assert table.loc["vapo", "reason"].startswith("not resolved (fit not identified) vs grpo")
+    assert table.loc["grpo", "decision"] == "continue" and "vapo" in table.loc["grpo", "reason"]
+    for arm in ("dapo", "cispo", "rloo", "vapo"):
+        verdict = table.loc[arm, "reason"].split(" vs ")[0]
+        assert (table.loc[arm, "decision"] == "stop") == (verdict in RESOLVED), (arm, verdict)
+
+
+def test_resolved_rule_stops_the_reference_once_all_is_decided_and_replays(tmp_path):
+    """Without the unidentified arm every comparison resolves at step 150: the reference stops
+    too. Replayed on the finished sweep: the steps saved by hand (every run stopped at 150 of
+    400), and each verdict read at 150 agrees with the full sweep's."""
+    from analysis.halving import replay
+    _sweep(tmp_path)
+    for run in tmp_path.glob("vapo-*"):
+        import shutil
+        shutil.rmtree(run)
+    table = decide_from_dir(tmp_path, rung=150, n_boot=300, rule="resolved", margin=0.05)
+    assert (table["decision"] == "stop").all(), table[["arm", "reason"]]
+    rec = replay(tmp_path, [150], n_boot=300, rule="resolved", margin=0.05)
+    assert rec["rule"] == "resolved"
+    assert rec["train_steps_saved_frac"] == pytest.approx(250 / 400)
+    verdicts = {v["arm"]: v for v in rec["verdicts"]}
+    assert set(verdicts) == {"dapo", "cispo", "rloo"}
+    assert all(v["read_at"] == 150 for v in verdicts.values())
+    assert verdicts["cispo"]["sequential"] == verdicts["cispo"]["full"] == "moved A"
+    assert verdicts["rloo"]["agree"] is True
+
+
+def test_sweep_cli_refuses_halving_rule_flags_that_cannot_act(tmp_path, capsys):
+    """One line and exit 2, nothing written: a rule flag without --halving, a reference or a
+    margin with the bound rule, a reference that is no preset of the sweep, a margin outside
+    (0, 1)."""
+    from harness.cli import main
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid:\n  algo.preset: [grpo, dapo]\nset:\n  train.steps: 40\n"
+                    f"  model.scale: tiny-0.3m\n  run.results_dir: {tmp_path / 'out'}\nseeds: 1\n")
+    cases = [(["--halving-rule", "resolved"], "--halving-rule: has no effect without --halving"),
+             (["--halving", "20", "--halving-margin", "0.05"], "--halving-margin: only with "
+              "--halving-rule resolved"),
+             (["--halving", "20", "--halving-rule", "resolved", "--halving-reference", "ppo"],
+              "--halving-reference = 'ppo': not an algo.preset of this sweep (allowed: dapo, grpo)"),
+             (["--halving", "20", "--halving-rule", "resolved", "--halving-margin", "1.5"],
+              "--halving-margin = 1.5: must lie in (0, 1)")]
+    for args, message in cases:
+        assert main(["sweep", str(spec)] + args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_analyze_replays_the_resolved_rule(tmp_path):
+    from analysis.cli import main
+    _sweep(tmp_path, seeds=(0, 1, 2))
+    assert main([str(tmp_path), "--bootstrap", "200", "--calibrate", "0", "--plan", "0",
+                 "--margin", "0.05", "--halving-replay", "150", "--halving-rule", "resolved"]) == 0
+    md = (tmp_path / "analysis" / "report.md").read_text()
+    assert "Sequential looks (stop what is resolved), replayed on this sweep" in md
+    assert "against the full sweep's:" in md and "Kendall tau" not in md
+    table = __import__("pandas").read_csv(tmp_path / "analysis" / "halving.csv")
+    stops = table[table["decision"] == "stop"]
+    assert set(stops["arm"]) >= {"cispo", "rloo"}
+    assert stops["reason"].str.contains(" vs grpo").all()

@@ -56,6 +56,17 @@ def _sweep_args(s: argparse.ArgumentParser) -> None:
                    help="successive halving: train every run to each rung, stop the arms whose A "
                         "upper bound lies below the leader's lower bound (fitted curves), go on "
                         "with the rest; halving.json records it (see harness/sweep/halving.py)")
+    s.add_argument("--halving-rule", choices=("bound", "resolved"), default=None,
+                   help="with --halving: 'bound' (default) as above; 'resolved' stops each variant "
+                        "whose verdict against --halving-reference is already resolved at the rung "
+                        "(moved A, only B, no effect on A within --halving-margin) and goes on with "
+                        "the open ones and the reference: steps where the curves have not bent")
+    s.add_argument("--halving-reference", default=None, metavar="PRESET",
+                   help="with --halving-rule resolved: the reference arm (an algo.preset of the "
+                        "sweep; default grpo)")
+    s.add_argument("--halving-margin", type=float, default=None, metavar="M",
+                   help="with --halving-rule resolved: the equivalence margin on A (default 0.02, "
+                        "as rlablate analyze; use the one the analysis will use)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="local executor: one progress bar over all runs' steps with each running "
                         "run's step (default: on when stderr is a terminal)")
@@ -97,13 +108,16 @@ def run_sweep(args: argparse.Namespace, exit_failed: int) -> int:
             except ConfigError as e:
                 raise SpecError(f"run {r.run_id}: {e}") from None
     show = sys.stderr.isatty() if args.progress is None else args.progress
+    from .halving import halving_rule
+    rule = halving_rule(args, runs)
     if args.halving:
         from .halving import parse_rungs, successive_halving
         rungs = parse_rungs(args.halving, runs)
         if selected is not None or (executor == "slurm" and not args.wait):
             raise SpecError("--halving: needs every run (no --only) and an executor that waits "
                             "(local, debug, or slurm with --wait)")
-        res = successive_halving(spec, runs, executor, rungs, args.parallel, show_progress=show)
+        res = successive_halving(spec, runs, executor, rungs, args.parallel, show_progress=show,
+                                 **rule)
     else:
         res = launch(spec, runs, executor, parallel=args.parallel, wait=args.wait,
                      selected=selected, show_progress=show)
