@@ -303,11 +303,13 @@ def test_lower_and_upper_midpoint_bounds_are_told_apart():
     # A flat curve saturated before the first eval: every (B, C_mid) with (C_mid / C)^B ~ 0 over the
     # data fits it exactly, so where Levenberg-Marquardt stops on that flat valley is a matter of
     # rounding (C_mid at its lower bound, B at its upper one, or inside: with numpy 2.4.6 it stops at
-    # C_mid 15, B 4.7). What must hold: the midpoint lies below the data, the fitted curve has
-    # reached its whole gain at the first eval, and the full fit names the saturation.
+    # C_mid 15, B 4.7; on the AMD EPYC of 2026-12-07 at the bound, C_mid 10, B 4.69, so the reason
+    # is the bound's, "C_mid hit its lower bound (10): the curve saturated before the first eval").
+    # What must hold: the midpoint lies below the data, the fitted curve has reached its whole gain
+    # at the first eval, and the full fit says it is not identified and names the saturation.
     lo = fit_curves_batch(np.log(c), np.full(c.size, 0.6), R0)
     assert lo.C_mid[0] < c[0] and lo.mid_low[0] == (lo.C_mid[0] <= 1.0001 * c[0] / 100)
     assert (lo.C_mid[0] / c[0]) ** lo.B[0] < 1e-3 and abs(lo.A[0] - 0.6) < 1e-6
     flat = fit_curve(c, np.full(c.size, 0.6), R0)
-    assert not flat.identified and any(r.startswith("saturated before the first eval")
+    assert not flat.identified and any("saturated before the first eval" in r
                                        for r in flat.reasons), flat.message
