@@ -28,6 +28,9 @@ simulates the rule's false-positive rates (:func:`analysis.calibrate.two_look_ce
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -112,8 +115,8 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
     rows = []
     for scale in sorted({g.scale for g in groups}):
         arms = {g.variant: g for g in groups if g.scale == scale}
-        open_ = [v for v in arms if v != reference and (v, scale) in verdicts
-                 and verdicts[(v, scale)]["verdict"] not in RESOLVED]
+        open_ = [v for v in arms if v != reference and (
+            (v, scale) not in verdicts or verdicts[(v, scale)]["verdict"] not in RESOLVED)]
         for v, g in sorted(arms.items()):
             ok = g.fit is not None and g.fit.identified and g.boot is not None
             lo, hi = g.boot.ci("A") if ok else (np.nan, np.nan)
@@ -122,8 +125,12 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
                 decision = "continue" if open_ else "stop"
                 reason = (f"reference: {len(open_)} comparison(s) still open ({', '.join(open_)})"
                           if open_ else "reference: every comparison against it is resolved")
-            elif rec is None:
+            elif reference not in arms:
                 decision, reason = "continue", f"no {reference} at this scale to compare with"
+            elif rec is None:  # a fit refused (too few points, no gain yet): nothing to compare
+                bad = g if g.fit is None else arms[reference]
+                decision, reason = "continue", (f"not resolved vs {reference}: no fit of "
+                                                f"{bad.variant} yet ({bad.error or 'no fit'})")
             else:
                 decision = "stop" if rec["verdict"] in RESOLVED else "continue"
                 reason = (f"{rec['verdict']} vs {reference}: dA {rec['dA']:+.3f} "
@@ -259,23 +266,51 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     return out
 
 
-def replay_frame(record: dict) -> pd.DataFrame:
+def halving_table(root, opt, eval_set: str, say=lambda msg: None) -> pd.DataFrame:
+    """The report's halving table: :func:`replay` when ``opt.halving_replay`` gives rungs (the
+    ``resolved`` rule with the report's own bootstrap size, so its looks are the report's
+    verdicts; ``bound`` at most 400 replicates), else the record of a live ``rlablate sweep
+    --halving`` (``<root>/halving.json``) when there is one, else an empty frame."""
+    if opt.halving_replay:
+        say(f"replaying successive halving ({opt.halving_rule}) at steps {opt.halving_replay}")
+        n_boot = opt.n_boot if opt.halving_rule == "resolved" else min(opt.n_boot, 400)
+        return replay_frame(replay(root, opt.halving_replay, eval_set, n_boot, opt.seed, opt.by,
+                                   opt.halving_rule, opt.reference, opt.margin))
+    path = Path(root) / "halving.json"
+    if not path.is_file():
+        return pd.DataFrame()
+    record = json.loads(path.read_text())
+    if record.get("rule") == "resolved":  # the verdict of record: read where each arm stopped
+        last = {}
+        for step in record["steps"]:
+            for k, v in _verdicts(pd.DataFrame(step["decisions"], columns=COLUMNS)).items():
+                last[k] = (step["rung"], v, any(d["arm"] == k[1] and d["scale"] == k[0]
+                                               and d["decision"] == "stop"
+                                               for d in step["decisions"]))
+        record["verdicts"] = [{"scale": s, "arm": a, "sequential": v if stop else "(at the end)",
+                               "read_at": rung if stop else "end"}
+                              for (s, a), (rung, v, stop) in sorted(last.items())]
+    return replay_frame(record, as_run=True)
+
+
+def replay_frame(record: dict, as_run: bool = False) -> pd.DataFrame:
     """:func:`replay`'s decisions as one table (a row per rung, scale and arm); the saved
     fraction and the rankings ride in ``attrs``."""
     rows = [{"rung": step["rung"], **{k: v for k, v in d.items() if k != "run_ids"}}
             for step in record["steps"] for d in step["decisions"]]
     df = pd.DataFrame(rows, columns=["rung"] + [c for c in COLUMNS if c != "run_ids"])
-    df.attrs.update(saved=record["train_steps_saved_frac"], ranking=record["ranking"],
+    df.attrs.update(saved=record["train_steps_saved_frac"], ranking=record.get("ranking", {}),
                     rungs=record["rungs"], rule=record.get("rule", "bound"),
-                    verdicts=record.get("verdicts", []))
+                    verdicts=record.get("verdicts", []), as_run=as_run)
     return df
 
 
 def halving_section(r, table: pd.DataFrame) -> None:
     """The report's section on a replayed successive halving (``analyze --halving-replay``)."""
     resolved = table.attrs.get("rule") == "resolved"
-    r.h("Sequential looks (stop what is resolved), replayed on this sweep" if resolved
-        else "Successive halving, replayed on this sweep")
+    how = "as run (halving.json)" if table.attrs.get("as_run") else "replayed on this sweep"
+    r.h(f"Sequential looks (stop what is resolved), {how}" if resolved
+        else f"Successive halving, {how}")
     stops = table[table["decision"] == "stop"]
     rule = ("compared with the reference as the design-choice table does and stopped once its "
             "verdict is resolved (the reference goes on while a comparison is open; "
@@ -288,7 +323,13 @@ def halving_section(r, table: pd.DataFrame) -> None:
         f"{len(stops)} arm(s) stopped; {table.attrs['saved']:.1%} of the sweep's train steps "
         f"saved.")
     verdicts = table.attrs.get("verdicts") or []
-    if verdicts:
+    if verdicts and table.attrs.get("as_run"):
+        r.p("The verdict of record for an arm stopped at a rung is the one read there (below); the "
+            "design-choice table above fits each arm on all its evals, so for a stopped arm it "
+            "compares its rung with the reference's longer run, which is not what the rule "
+            "decided on.")
+        r.table(pd.DataFrame(verdicts))
+    elif verdicts:
         agree = sum(v["agree"] for v in verdicts)
         r.p(f"The verdict each comparison gets (read at the rung where it stopped, else at the "
             f"end) against the full sweep's: {agree} of {len(verdicts)} agree.")

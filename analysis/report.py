@@ -234,13 +234,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
                                       measured, achieved_wall(root))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
-    halving = pd.DataFrame()
-    if opt.halving_replay:
-        say(f"replaying successive halving at steps {opt.halving_replay}")
-        from analysis.halving import replay, replay_frame
-        n_boot = opt.n_boot if opt.halving_rule == "resolved" else min(opt.n_boot, 400)
-        halving = replay_frame(replay(root, opt.halving_replay, primary, n_boot, opt.seed, opt.by,
-                                      opt.halving_rule, opt.reference, opt.margin))
+    from analysis.halving import halving_table
+    halving = halving_table(root, opt, primary, say)  # replayed (--halving-replay) or as run
     from analysis.runaway import runaway_tables
     runaways = runaway_tables(runs, results.train, axes.seed, fits_df, primary)
     tables = {"finals": finals, "leaderboard": board, "fits": fits_df, "comparisons": comps, "gains": gains,

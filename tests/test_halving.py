@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.halving import compute_saved, decide_from_dir, ranking_agreement
@@ -198,7 +199,38 @@ def test_analyze_replays_the_resolved_rule(tmp_path):
     md = (tmp_path / "analysis" / "report.md").read_text()
     assert "Sequential looks (stop what is resolved), replayed on this sweep" in md
     assert "against the full sweep's:" in md and "Kendall tau" not in md
-    table = __import__("pandas").read_csv(tmp_path / "analysis" / "halving.csv")
+    table = pd.read_csv(tmp_path / "analysis" / "halving.csv")
     stops = table[table["decision"] == "stop"]
     assert set(stops["arm"]) >= {"cispo", "rloo"}
     assert stops["reason"].str.contains(" vs grpo").all()
+
+
+@pytest.mark.slow
+def test_live_sweep_with_the_resolved_rule_records_and_reports_it(tmp_path, cache_dir, capsys):
+    """`rlablate sweep --halving 4 --halving-rule resolved` for real (local executor, tiny runs
+    of 8 steps): at step 4 no fit is identified, so every arm goes on and the runs finish;
+    halving.json records the rule, the reference and the margin; `rlablate analyze` on the sweep
+    prints the record as run (no replay asked)."""
+    from harness.cli import main
+    from sweeplib import drop_swept, tiny_spec, write_spec
+    spec = drop_swept(tiny_spec(tmp_path, cache_dir, grid={"algo.preset": ["grpo", "dapo"]},
+                                seeds=2))
+    spec["set"].update({"train.steps": 8, "train.checkpoint_every": 4})
+    path = write_spec(tmp_path, spec)
+    assert main(["sweep", str(path), "--executor", "local", "--parallel", "2", "--halving", "4",
+                 "--halving-rule", "resolved", "--halving-margin", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "halving at step 4: " in out and "4 of 4 submitted runs finished" in out
+    sdir = tmp_path / "results" / "t"
+    rec = json.loads((sdir / "halving.json").read_text())
+    assert rec["rule"] == "resolved" and rec["reference"] == "grpo" and rec["margin"] == 0.05
+    (step,) = rec["steps"]
+    assert {d["arm"]: d["decision"] for d in step["decisions"]} == {"grpo": "continue",
+                                                                    "dapo": "continue"}
+    assert len(rec["live_runs"]) == 4 and rec["train_steps_saved_frac"] == 0.0
+    from analysis.cli import main as analyze
+    assert analyze([str(sdir), "--bootstrap", "50", "--calibrate", "0", "--plan", "0",
+                    "--no-run-fits"]) == 0
+    md = (sdir / "analysis" / "report.md").read_text()
+    assert "Sequential looks (stop what is resolved), as run (halving.json)" in md
+    assert "| tiny-0.3m | dapo | (at the end) | end |" in md
