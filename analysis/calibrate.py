@@ -83,6 +83,13 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _truths(noise: NoiseModel, margin: float) -> dict[str, tuple[float, float]]:
+    """The simulated truths of a comparison, name -> (dA, B ratio): null (same curve), A (dA =
+    effect_A), B (B x effect_B), edge (dA = margin, the boundary of "no effect")."""
+    return {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
+            "edge": (margin, 1.0)}
+
+
 def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed: int,
                  margin: float = DEFAULT_MARGIN, n_boot: int = 1000,
                  replications: tuple[int, ...] | None = None) -> dict[str, list[str]]:
@@ -97,8 +104,7 @@ def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed:
     rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
     sim = Simulator(noise, ref.n_items, ref.k, rng)
     c_mid = noise.mid_frac * ref.steps
-    truths = {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
-              "edge": (margin, 1.0)}
+    truths = _truths(noise, margin)
     studies = [(ref, var)] if replications is None else [
         (replace(ref, seeds=n), replace(var, seeds=n)) for n in replications]
     out = {t: [] for t in truths}
@@ -148,8 +154,7 @@ def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sw
     rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
     sim = Simulator(noise, ref.n_items, ref.k, rng)
     c_mid = noise.mid_frac * ref.steps
-    truths = {"null": (0.0, 1.0), "A": (noise.effect_A, 1.0), "B": (0.0, noise.effect_B),
-              "edge": (margin, 1.0)}
+    truths = _truths(noise, margin)
     out: dict[str, list[str]] = {t: [] for t in truths}
     early = {t: 0 for t in truths}
     for i in range(n_sweeps):
@@ -277,7 +282,9 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
         t0 = time.perf_counter()
         early = None
-        if look_at is not None and look_at < min(r_steps, v_steps):
+        if look_at is not None:
+            if look_at >= min(r_steps, v_steps):
+                raise ValueError(f"look_at {look_at}: not below {min(r_steps, v_steps)} steps")
             cells, early = two_look_cells(ref, var, noise, look_at, n_sweeps, seed, margin, n_boot)
         else:
             cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot, replications)
@@ -290,7 +297,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
                    f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''})")
         if early is not None:
             setting = f"looks at step {look_at} and the end: {setting}"
-        rows += [dict(r, stopped_early=early[r["truth"]]) if early else r
+        rows += [dict(r, stopped_early=early[r["truth"]]) if early is not None else r
                  for r in effect_rows(setting, cells)]
         covered[setting] = list(who)
         if progress:

@@ -281,12 +281,9 @@ def halving_table(root, opt, eval_set: str, say=lambda msg: None) -> pd.DataFram
         return pd.DataFrame()
     record = json.loads(path.read_text())
     if record.get("rule") == "resolved":  # the verdict of record: read where each arm stopped
-        last = {}
-        for step in record["steps"]:
-            for k, v in _verdicts(pd.DataFrame(step["decisions"], columns=COLUMNS)).items():
-                last[k] = (step["rung"], v, any(d["arm"] == k[1] and d["scale"] == k[0]
-                                               and d["decision"] == "stop"
-                                               for d in step["decisions"]))
+        last = {(d["scale"], d["arm"]): (step["rung"], d["reason"].split(" vs ")[0],
+                                         d["decision"] == "stop")
+                for step in record["steps"] for d in step["decisions"] if " vs " in d["reason"]}
         record["verdicts"] = [{"scale": s, "arm": a, "sequential": v if stop else "(at the end)",
                                "read_at": rung if stop else "end"}
                               for (s, a), (rung, v, stop) in sorted(last.items())]

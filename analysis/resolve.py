@@ -132,10 +132,8 @@ def _unidentified_arms(rec: dict, groups: dict) -> list[str]:
     out = []
     for arm in (rec["variant"], rec["vs"]):
         g = groups.get((arm, rec["scale"]))
-        fit = getattr(g, "fit", None)
-        if fit is not None and not getattr(fit, "identified", True):
-            last = max((int(np.max(r.steps)) for r in getattr(g.curve, "runs", ())
-                        if len(r.steps)), default=None)
+        if g is not None and g.fit is not None and not g.fit.identified:
+            last = max((int(np.max(r.steps)) for r in g.curve.runs if len(r.steps)), default=None)
             out.append(f"{arm}" + (f" (to step {last})" if last is not None else ""))
     return out
 

@@ -57,8 +57,7 @@ def test_claim_budgets_name_the_nearest_verdict():
 
 
 def test_attach_effect_budget_only_on_not_resolved_rows():
-    fits = [SimpleNamespace(level="group", variant=v, scale="s", eval_set="in_dist",
-                            curve=SimpleNamespace(n_runs=4)) for v in ("grpo", "gspo", "dapo")]
+    fits = [_arm(v, True) for v in ("grpo", "gspo", "dapo")]
     effects = pd.DataFrame([
         {"scale": "s", "variant": "gspo", "vs": "grpo", "dA": 0.018, "dA_lo": -0.027,
          "dA_hi": 0.079, "verdict": "not resolved"},
