@@ -32,7 +32,7 @@ from scipy import stats
 
 from analysis.groups import up_to_common_step
 from analysis.load import TRAIN_KEYS
-from analysis.resolve import claim1_budget, claim2_budget
+from analysis.resolve import claim1_budget, claim2_budget, needs_steps
 from analysis.variance import (between_variants, claim4_verdict,  # noqa: F401 (re-exported)
                                spread_difference)
 
@@ -373,11 +373,12 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
                  f"[{rec['B_ratio_lo']:.2f}, {rec['B_ratio_hi']:.2f}] -> {rec['verdict']}"
                  for rec in sub.to_dict("records")]
         verdict = claim3_verdict(list(sub["verdict"]))
-        budget = ("; ".join(f"{rec['scale']}: {rec['resolve_at']}" for rec in
-                            sub.to_dict("records") if rec.get("resolve_at"))
-                  if verdict == "not resolved" and "resolve_at" in sub else "")
+        asks = ([rec for rec in sub.to_dict("records") if rec.get("resolve_at")]
+                if verdict == "not resolved" and "resolve_at" in sub else [])
+        budget = "; ".join(f"{rec['scale']}: {rec['resolve_at']}" for rec in asks)
         out.append(_claim(3, text3, verdict, f"{flt} vs {grpo}, " + "; ".join(parts),
-                          budget and (f"{budget} (analysis/resolve.py)" if "more steps" in budget
+                          budget and (f"{budget} (analysis/resolve.py)"
+                                      if any(needs_steps(rec["resolve_at"]) for rec in asks)
                                       else f"the filter's dA interval would resolve ({budget}), "
                                       "if its point estimate held (t rule, analysis/resolve.py)")))
     else:

@@ -39,8 +39,8 @@ from analysis.fit import FitWindow
 from analysis.groups import detect_axes, fit_all
 from analysis.load import Results, load_results
 
-COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "reason",
-           "run_ids"]
+COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "verdict",
+           "reason", "run_ids"]
 RULES = ("bound", "resolved")
 #: verdicts that answer a comparison (analysis.claims.effect_verdict); the rest leave it open
 RESOLVED = ("moved A", "moved A and B", "only B", "no effect", "no effect on A")
@@ -74,8 +74,8 @@ def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
                                                 f"{lead_lo:.3f})")
             rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
                          "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
-                         "identified": bool(ok), "decision": decision, "reason": reason,
-                         "run_ids": list(g.run_ids)})
+                         "identified": bool(ok), "decision": decision, "verdict": "",
+                         "reason": reason, "run_ids": list(g.run_ids)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -106,8 +106,10 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
                     reference: str = "grpo", margin: float = 0.02) -> pd.DataFrame:
     """The ``resolved`` rule (module docstring): one row per arm and scale, ``stop`` for a variant
     whose verdict against ``reference`` is in :data:`RESOLVED`, ``continue`` for an open one; the
-    reference continues while any comparison against it at its scale is open. The verdict rides
-    in ``reason`` (and the dA interval beside it); arms at a scale without the reference go on."""
+    reference continues while any comparison against it at its scale is open. A variant's row
+    carries its verdict against the reference in ``verdict`` (*not resolved* while no fit can be
+    compared) and the dA interval in ``reason``; the reference's row and arms at a scale without
+    the reference have no verdict ("") and go on."""
     from analysis.claims import choice_effects
     effects = choice_effects(fits, runs, eval_set, reference, margin)
     verdicts = {(r["variant"], r["scale"]): r for r in effects.to_dict("records")}
@@ -121,6 +123,7 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
             ok = g.fit is not None and g.fit.identified and g.boot is not None
             lo, hi = g.boot.ci("A") if ok else (np.nan, np.nan)
             rec = verdicts.get((v, scale))
+            verdict = ""
             if v == reference:
                 decision = "continue" if open_ else "stop"
                 reason = (f"reference: {len(open_)} comparison(s) still open ({', '.join(open_)})"
@@ -129,31 +132,33 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
                 decision, reason = "continue", f"no {reference} at this scale to compare with"
             elif rec is None:  # a fit refused (too few points, no gain yet): nothing to compare
                 bad = g if g.fit is None else arms[reference]
-                decision, reason = "continue", (f"not resolved vs {reference}: no fit of "
+                decision, verdict, reason = "continue", "not resolved", (f"not resolved vs {reference}: no fit of "
                                                 f"{bad.variant} yet ({bad.error or 'no fit'})")
             else:
-                decision = "stop" if rec["verdict"] in RESOLVED else "continue"
+                verdict = rec["verdict"]
+                decision = "stop" if verdict in RESOLVED else "continue"
                 reason = (f"{rec['verdict']} vs {reference}: dA {rec['dA']:+.3f} "
                           f"[{rec['dA_lo']:+.3f}, {rec['dA_hi']:+.3f}]"
                           if np.isfinite(rec["dA_lo"]) else f"{rec['verdict']} vs {reference}")
             rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
                          "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
                          "identified": bool(ok and np.isfinite(lo)), "decision": decision,
-                         "reason": reason, "run_ids": list(g.run_ids)})
+                         "verdict": verdict, "reason": reason, "run_ids": list(g.run_ids)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def decide_at(results: Results, rung: int, run_ids: set[str] | None, eval_set: str = "in_dist",
               n_boot: int = 400, seed: int = 0, by: list[str] | None = None,
-              rule: str = "bound", reference: str = "grpo", margin: float = 0.02) -> pd.DataFrame:
+              rule: str = "bound", reference: str = "grpo", margin: float = 0.02,
+              window: FitWindow | None = None) -> pd.DataFrame:
     """:func:`decide` (``rule`` "bound") or :func:`decide_resolved` ("resolved") on loaded
     ``results``: the runs ``run_ids`` (all when None), each arm fitted on its evals up to
-    ``rung``."""
+    ``rung`` in ``window`` (the report's fit window; default :class:`FitWindow`)."""
     if rule not in RULES:
         raise ValueError(f"halving rule {rule!r}: allowed {', '.join(RULES)}")
     sub = restrict(results, run_ids, rung)
     axes = detect_axes(sub, by)
-    fits = fit_all(sub, axes, window=FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
+    fits = fit_all(sub, axes, window=window or FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
     if rule == "resolved":
         from analysis.groups import assign_groups
         return decide_resolved(fits, assign_groups(sub, axes), eval_set, reference, margin)
@@ -197,14 +202,13 @@ def _arm_values(results: Results, axes, eval_set: str, max_step: float = np.inf)
 
 
 def _verdicts(table: pd.DataFrame) -> dict:
-    """(scale, arm) -> the verdict in a ``resolved`` decision table's reason."""
-    return {(r["scale"], r["arm"]): r["reason"].split(" vs ")[0]
-            for r in table.to_dict("records") if " vs " in r["reason"]}
+    """(scale, arm) -> the verdict of each compared variant in a ``resolved`` decision table."""
+    return {(r["scale"], r["arm"]): r["verdict"] for r in table.to_dict("records") if r["verdict"]}
 
 
 def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int = 400,
            seed: int = 0, by: list[str] | None = None, rule: str = "bound",
-           reference: str = "grpo", margin: float = 0.02) -> dict:
+           reference: str = "grpo", margin: float = 0.02, window: FitWindow | None = None) -> dict:
     """What ``--halving RUNGS`` would have decided on a *finished* sweep, and what it would have
     cost in ranking. A run paused at a rung and resumed is bit-identical to one never paused
     (tests/test_halving.py), so each rung's decision on the full runs' evals up to the rung is the
@@ -230,7 +234,7 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     live, decisions, stopped_at = set(total), [], {}
     for i, rung in enumerate(rungs):
         table = decide_at(results, rung, live, eval_set, n_boot, seed, by, rule, reference,
-                          margin)
+                          margin, window)
         decisions.append((rung, table))
         for rec in table[table["decision"] == "stop"].to_dict("records"):
             stopped_at[(rec["scale"], rec["arm"])] = (i, rung)
@@ -255,7 +259,7 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
            "train_steps_saved_frac": compute_saved(decisions, total), "ranking": ranks}
     if rule == "resolved":
         end = decide_at(results, int(max(total.values())), None, eval_set, n_boot, seed, by,
-                        rule, reference, margin)
+                        rule, reference, margin, window)
         at_end = _verdicts(end)
         read = {k: v for rung, t in decisions for k, v in _verdicts(t).items()
                 if k in stopped_at and stopped_at[k][1] == rung}
@@ -269,21 +273,22 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
 def halving_table(root, opt, eval_set: str, say=lambda msg: None) -> pd.DataFrame:
     """The report's halving table: :func:`replay` when ``opt.halving_replay`` gives rungs (the
     ``resolved`` rule with the report's own bootstrap size, so its looks are the report's
-    verdicts; ``bound`` at most 400 replicates), else the record of a live ``rlablate sweep
+    verdicts; ``bound`` at most 400 replicates; the report's fit window, ``--fit-start`` and
+    ``--fit-start-step``), else the record of a live ``rlablate sweep
     --halving`` (``<root>/halving.json``) when there is one, else an empty frame."""
     if opt.halving_replay:
         say(f"replaying successive halving ({opt.halving_rule}) at steps {opt.halving_replay}")
         n_boot = opt.n_boot if opt.halving_rule == "resolved" else min(opt.n_boot, 400)
+        window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
         return replay_frame(replay(root, opt.halving_replay, eval_set, n_boot, opt.seed, opt.by,
-                                   opt.halving_rule, opt.reference, opt.margin))
+                                   opt.halving_rule, opt.reference, opt.margin, window))
     path = Path(root) / "halving.json"
     if not path.is_file():
         return pd.DataFrame()
     record = json.loads(path.read_text())
     if record.get("rule") == "resolved":  # the verdict of record: read where each arm stopped
-        last = {(d["scale"], d["arm"]): (step["rung"], d["reason"].split(" vs ")[0],
-                                         d["decision"] == "stop")
-                for step in record["steps"] for d in step["decisions"] if " vs " in d["reason"]}
+        last = {(d["scale"], d["arm"]): (step["rung"], d["verdict"], d["decision"] == "stop")
+                for step in record["steps"] for d in step["decisions"] if d.get("verdict")}
         record["verdicts"] = [{"scale": s, "arm": a, "sequential": v if stop else "(at the end)",
                                "read_at": rung if stop else "end"}
                               for (s, a), (rung, v, stop) in sorted(last.items())]

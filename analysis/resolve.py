@@ -138,6 +138,15 @@ def _unidentified_arms(rec: dict, groups: dict) -> list[str]:
     return out
 
 
+#: how a ``resolve_at`` budget that is a number of steps, not of seeds, begins
+MORE_STEPS = "more steps"
+
+
+def needs_steps(budget: str) -> bool:
+    """Whether a ``resolve_at`` text (:func:`attach_effect_budget`) asks for steps, not seeds."""
+    return str(budget).startswith(MORE_STEPS)
+
+
 def attach_effect_budget(effects: pd.DataFrame, fits, eval_set: str,
                          margin: float) -> pd.DataFrame:
     """``effects`` with ``resolve_at`` for every *not resolved* row: "<verdict> at N seeds" (N
@@ -153,7 +162,7 @@ def attach_effect_budget(effects: pd.DataFrame, fits, eval_set: str,
         if str(rec["verdict"]).startswith("not resolved"):
             arms = _unidentified_arms(rec, groups)
             if arms:
-                out.append("more steps: the fit of " + " and ".join(arms) + " is not identified "
+                out.append(f"{MORE_STEPS}: the fit of " + " and ".join(arms) + " is not identified "
                            "(A extrapolated past the last eval); more seeds do not bound it")
                 continue
             n = min(groups[k].curve.n_runs if k in groups else 0

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.halving import compute_saved, decide_from_dir, ranking_agreement
+from analysis.halving import compute_saved, decide_at, decide_from_dir, ranking_agreement
 from analysis.synth import CurveSpec, RunSpec, make_config, write_run
 
 TRUE_A = {"grpo": 0.60, "dapo": 0.62, "cispo": 0.72, "vapo": 0.45, "rloo": 0.50}
@@ -136,16 +136,32 @@ def test_resolved_rule_stops_what_is_decided_and_keeps_the_reference_while_any_i
     _sweep(tmp_path)
     table = decide_from_dir(tmp_path, rung=150, n_boot=300, rule="resolved",
                             margin=0.05).set_index("arm")
-    assert table.loc["cispo", "decision"] == "stop"
+    assert table.loc["cispo", "decision"] == "stop" and table.loc["cispo", "verdict"] == "moved A"
     assert table.loc["cispo", "reason"].startswith("moved A vs grpo: dA +0.1")
     assert table.loc["rloo", "decision"] == "stop"
     assert table.loc["rloo", "reason"].startswith("moved A vs grpo: dA -0.1")
     assert table.loc["vapo", "decision"] == "continue"
+    assert table.loc["vapo", "verdict"] == "not resolved (fit not identified)"
     assert table.loc["vapo", "reason"].startswith("not resolved (fit not identified) vs grpo")
     assert table.loc["grpo", "decision"] == "continue" and "vapo" in table.loc["grpo", "reason"]
+    assert table.loc["grpo", "verdict"] == ""  # the reference is not compared with itself
     for arm in ("dapo", "cispo", "rloo", "vapo"):
-        verdict = table.loc[arm, "reason"].split(" vs ")[0]
+        verdict = table.loc[arm, "verdict"]
+        assert table.loc[arm, "reason"].startswith(verdict + " vs grpo")
         assert (table.loc[arm, "decision"] == "stop") == (verdict in RESOLVED), (arm, verdict)
+
+
+def test_rung_looks_fit_in_the_reports_window(tmp_path):
+    """A look fits the window the report fits (analyze --fit-start-step), not the default one: with
+    the window starting at step 200, a look at 150 has no points to fit, so nothing can be decided
+    and every arm goes on, where the default window stops cispo and rloo (test above)."""
+    from analysis.fit import FitWindow
+    from analysis.load import load_results
+    _sweep(tmp_path)
+    late = decide_at(load_results(tmp_path), 150, None, n_boot=100, rule="resolved", margin=0.05,
+                     window=FitWindow(start_step=200)).set_index("arm")
+    assert (late["decision"] == "continue").all(), late[["decision", "reason"]]
+    assert (late.drop(index="grpo")["verdict"].str.startswith("not resolved")).all()
 
 
 def test_resolved_rule_stops_the_reference_once_all_is_decided_and_replays(tmp_path):
@@ -203,6 +219,8 @@ def test_analyze_replays_the_resolved_rule(tmp_path):
     stops = table[table["decision"] == "stop"]
     assert set(stops["arm"]) >= {"cispo", "rloo"}
     assert stops["reason"].str.contains(" vs grpo").all()
+    assert stops["verdict"].isin(["moved A", "moved A and B", "only B", "no effect",
+                                  "no effect on A"]).all(), stops[["arm", "verdict"]]
 
 
 @pytest.mark.slow
@@ -227,6 +245,8 @@ def test_live_sweep_with_the_resolved_rule_records_and_reports_it(tmp_path, cach
     (step,) = rec["steps"]
     assert {d["arm"]: d["decision"] for d in step["decisions"]} == {"grpo": "continue",
                                                                     "dapo": "continue"}
+    verdicts = {d["arm"]: d["verdict"] for d in step["decisions"]}
+    assert verdicts["grpo"] == "" and verdicts["dapo"].startswith("not resolved"), verdicts
     assert len(rec["live_runs"]) == 4 and rec["train_steps_saved_frac"] == 0.0
     from analysis.cli import main as analyze
     assert analyze([str(sdir), "--bootstrap", "50", "--calibrate", "0", "--plan", "0",
