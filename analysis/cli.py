@@ -79,6 +79,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
                              "variant whose verdict against --reference is already resolved "
                              "(interim looks; --margin; the section then compares each verdict "
                              "with the full sweep's). Default %(default)s")
+    parser.add_argument("--up-to-step", type=int, default=None, metavar="STEP",
+                        help="analyse every run as it stood at STEP: only its eval and train rows "
+                             "at or before STEP (what an interim look, e.g. a sequential rung, "
+                             "saw; the report says so at its top)")
     return parser
 
 
@@ -106,12 +110,14 @@ def run_analyze(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
-    from analysis.options import OptionError, check_numbers, check_paths, first_missing
+    from analysis.options import (OptionError, check_numbers, check_paths, check_up_to,
+                                  first_missing)
 
     try:  # the options that need no data: before anything is read or written
         check_numbers(bootstrap=args.bootstrap, calibrate=args.calibrate, margin=args.margin,
                       seed=args.seed, fit_start_step=args.fit_start_step)
         check_paths(args.results_dir, args.out)
+        check_up_to(args.up_to_step, args.halving_replay)
     except OptionError as exc:
         print(f"rlablate analyze: error: {exc}", file=sys.stderr)
         return 2
@@ -128,6 +134,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                           reference=args.reference or REFERENCE,
                           reference_explicit=args.reference is not None, calibrate=args.calibrate,
                           plan=args.plan, halving_replay=args.halving_replay, halving_rule=args.halving_rule,
+                          up_to_step=args.up_to_step,
                           progress=lambda msg: print(f"rlablate analyze: {msg}", file=sys.stderr,
                                                      flush=True))
     created = first_missing(Path(args.out) if args.out else Path(args.results_dir) / "analysis")

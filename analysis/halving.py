@@ -80,13 +80,17 @@ def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
 
 
 def restrict(results: Results, run_ids: set[str] | None, max_step: int) -> Results:
-    """The runs ``run_ids`` (all when None) and their evals at or before ``max_step``."""
+    """The runs ``run_ids`` (all when None) and their eval and train rows at or before
+    ``max_step``."""
     keep = results.runs["run_id"].isin(run_ids) if run_ids is not None else slice(None)
     runs = results.runs[keep].reset_index(drop=True)
     ev = results.evals
     ev = ev[ev["run_id"].isin(runs["run_id"]) & (ev["step"] <= max_step)].reset_index(drop=True)
+    tr = results.train
+    tr = tr[tr["run_id"].isin(runs["run_id"]) & (tr["step"] <= max_step)].reset_index(drop=True)
     return Results(evals=ev, runs=runs, issues=results.issues,
-                   config_columns=results.config_columns, root=results.root, train=results.train)
+                   config_columns=results.config_columns, root=results.root, train=tr,
+                   shared_settings=results.shared_settings)
 
 
 def decide_from_dir(sweep_dir, rung: int, eval_set: str = "in_dist",
@@ -208,7 +212,8 @@ def _verdicts(table: pd.DataFrame) -> dict:
 
 def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int = 400,
            seed: int = 0, by: list[str] | None = None, rule: str = "bound",
-           reference: str = "grpo", margin: float = 0.02, window: FitWindow | None = None) -> dict:
+           reference: str = "grpo", margin: float = 0.02, window: FitWindow | None = None,
+           up_to_step: int | None = None) -> dict:
     """What ``--halving RUNGS`` would have decided on a *finished* sweep, and what it would have
     cost in ranking. A run paused at a rung and resumed is bit-identical to one never paused
     (tests/test_halving.py), so each rung's decision on the full runs' evals up to the rung is the
@@ -222,15 +227,17 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
 
     With ``rule`` "resolved" it also returns ``verdicts``: per comparison, the verdict the
     sequential design reports (read at the rung where it stopped, else at the end) beside the
-    verdict of the full sweep, and whether they agree."""
-    results = load_results(sweep_dir)
+    verdict of the full sweep, and whether they agree. ``up_to_step``: the sweep as it stood at
+    that step (``rlablate analyze --up-to-step``) is the full sweep; every run ends there."""
+    results = load_results(sweep_dir, up_to_step=up_to_step)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
     axes = detect_axes(results, by)
     last = results.evals.groupby("run_id")["step"].max().to_dict()
     steps = (results.runs.set_index("run_id")["train.steps"].to_dict()
              if "train.steps" in results.runs.columns else last)
-    total = {rid: int(steps.get(rid, last.get(rid, 0))) for rid in results.runs["run_id"]}
+    total = {rid: min(int(steps.get(rid, last.get(rid, 0))), up_to_step or np.inf)
+             for rid in results.runs["run_id"]}
     live, decisions, stopped_at = set(total), [], {}
     for i, rung in enumerate(rungs):
         table = decide_at(results, rung, live, eval_set, n_boot, seed, by, rule, reference,
@@ -281,7 +288,8 @@ def halving_table(root, opt, eval_set: str, say=lambda msg: None) -> pd.DataFram
         n_boot = opt.n_boot if opt.halving_rule == "resolved" else min(opt.n_boot, 400)
         window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
         return replay_frame(replay(root, opt.halving_replay, eval_set, n_boot, opt.seed, opt.by,
-                                   opt.halving_rule, opt.reference, opt.margin, window))
+                                   opt.halving_rule, opt.reference, opt.margin, window,
+                                   opt.up_to_step))
     path = Path(root) / "halving.json"
     if not path.is_file():
         return pd.DataFrame()

@@ -285,9 +285,12 @@ def _split_config_names(frame: pd.DataFrame, reserved: set[str]) -> tuple[pd.Dat
 
 
 def load_results(path: str | os.PathLike,
-                 train_keys: tuple[str, ...] | None = TRAIN_KEYS) -> Results:
+                 train_keys: tuple[str, ...] | None = TRAIN_KEYS,
+                 up_to_step: int | None = None) -> Results:
     """Load every run at or below ``path`` into a :class:`Results` (see the module docstring).
-    ``train_keys``: the training metrics kept in ``train`` (None: all of them)."""
+    ``train_keys``: the training metrics kept in ``train`` (None: all of them). ``up_to_step``:
+    keep only the eval and train rows at or before that step (every run as it stood then: what
+    an interim look saw; the runs' configs and summaries are kept as they are)."""
     root = Path(path)
     issues: list[LoadIssue] = []
     run_dirs = find_run_dirs(root)
@@ -331,6 +334,9 @@ def load_results(path: str | os.PathLike,
     keys = train_keys if train_keys is not None else list(dict.fromkeys(
         k for row in train_rows for k in row if k not in ("sweep", "run_id", "step")))
     train = pd.DataFrame(train_rows, columns=["sweep", "run_id", "step", *keys])
+    if up_to_step is not None:
+        evals, train = evals[evals["step"] <= up_to_step], train[train["step"] <= up_to_step]
+        train = train.reset_index(drop=True)
     return Results(evals=evals.reset_index(drop=True), runs=runs, issues=issues,
                    config_columns=cfg_cols, root=str(root), train=train,
                    shared_settings=[f"algo.{d}" for d in shared])

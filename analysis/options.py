@@ -33,6 +33,18 @@ def check_numbers(**values) -> None:
             raise OptionError(f"--{flag.replace('_', '-')} = {value}: must be >= 0")
 
 
+def check_up_to(step: int | None, rungs: list[int] | None) -> None:
+    """`--up-to-step` must be a positive step past every `--halving-replay` rung."""
+    if step is None:
+        return
+    if step <= 0:
+        raise OptionError(f"--up-to-step = {step}: must be a positive step")
+    late = [r for r in rungs or () if r >= step]
+    if late:
+        raise OptionError(f"--halving-replay {','.join(map(str, late))}: at or past --up-to-step "
+                          f"{step} (a look must come before the end it is replayed against)")
+
+
 def check_paths(results_dir: str, out: str | None) -> None:
     root = Path(results_dir)
     if not root.exists():

@@ -60,6 +60,7 @@ class AnalysisOptions:
     plan: int = 0  # simulated sweeps per comparison of the planner section (CLI default 40)
     halving_replay: list[int] | None = None  # rungs: replay successive halving on the runs
     halving_rule: str = "bound"  # the replayed rule: "bound" or "resolved" (analysis/halving.py)
+    up_to_step: int | None = None  # every run as it stood at this step (an interim look)
     progress: object = None  # callable(str): one line per stage (the CLI prints them to stderr)
 
 
@@ -177,7 +178,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     """Do the analysis and write every output file; returns a dict of the tables and paths."""
     root = Path(opt.results_dir)
     out = Path(opt.out) if opt.out else root / "analysis"
-    results = load_results(root)
+    results = load_results(root, up_to_step=opt.up_to_step)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {root}")
     axes = detect_axes(results, opt.by, opt.seed_col, opt.scale_col)
@@ -231,7 +232,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     effects = attach_seed_pairing(effects, seed_pairing(fits, runs, primary, opt.reference, axes.seed))
     from analysis.wall import achieved_wall
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
-                                      measured, achieved_wall(root))
+                                      measured, None if opt.up_to_step else achieved_wall(root))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     from analysis.halving import halving_table
@@ -312,7 +313,9 @@ def build_report(opt, results, axes, runs, window, primary, sets, t, figures) ->
     r.p(f"Results: `{opt.results_dir}`: {len(runs)} runs ({', '.join(f'{k}: {v}' for k, v in status.items())}), "
         f"{len(results.evals)} eval rows, eval sets: {', '.join(sets)}. "
         f"Variant axes: {', '.join(axes.variant) or '(none)'}; scale axis: {axes.scale or '(none)'}; "
-        f"seed axis: {axes.seed or '(none)'}.")
+        f"seed axis: {axes.seed or '(none)'}." + (f" **Every run as it stood at step {opt.up_to_step}"
+                                                  "** (`--up-to-step`: its later rows are left out)."
+                                                  if opt.up_to_step else ""))
     r.p(numerics_line(runs))
     if results.shared_settings:
         r.p("Every run sets " + ", ".join(f"`{d}`" for d in results.shared_settings)
