@@ -277,6 +277,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from analysis.report import format_markdown_table
 
     t0 = time.perf_counter()
+    if args.pilot_up_to_step is not None and (not args.pilot or args.pilot_up_to_step <= 0):
+        print("rlablate plan: error: --pilot-up-to-step needs --pilot DIR and a step >= 1 (got "
+              f"{args.pilot_up_to_step})", file=sys.stderr)
+        return 2
     try:
         name, groups = read_schedule(args.spec)
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
@@ -337,6 +341,11 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
                         help="results of a pilot (e.g. the reference alone, 2+ seeds): its "
                              "curve and noise drive the simulation (default: the calibration's "
                              "NoiseModel, with a warning)")
+    parser.add_argument("--pilot-up-to-step", type=int, metavar="N",
+                        help="read the pilot's runs as they stood at step N (as `analyze "
+                             "--up-to-step`): at a sequential design's look, plan the runs that go "
+                             "on from what the look saw (with --per-variant-noise, each open "
+                             "arm's own noise so far)")
     parser.add_argument("--per-variant-noise", action="store_true",
                         help="simulate each arm the pilot also ran with its own seed-to-seed "
                              "and within-run noise (2+ converged per-run fits), not the "
@@ -398,6 +407,10 @@ def run_plan(args: argparse.Namespace) -> int:
         print("rlablate plan: error: --per-variant-noise needs --pilot DIR (the arms' own runs)",
               file=sys.stderr)
         return 2
+    if args.pilot_up_to_step is not None and (not args.pilot or args.pilot_up_to_step <= 0):
+        print("rlablate plan: error: --pilot-up-to-step needs --pilot DIR and a step >= 1 (got "
+              f"{args.pilot_up_to_step})", file=sys.stderr)
+        return 2
     try:
         name, groups = read_schedule(args.spec)
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
@@ -405,7 +418,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return 2
     try:
         pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups,
-                                    per_variant=args.per_variant_noise, match=args.match)
+                                    per_variant=args.per_variant_noise, match=args.match,
+                                    up_to_step=args.pilot_up_to_step)
     except (FileNotFoundError, FitError, ValueError, NotADirectoryError) as exc:
         print(f"rlablate plan: error: {exc}", file=sys.stderr)
         return 2

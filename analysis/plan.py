@@ -373,12 +373,14 @@ def planned_vs_achieved(plan: dict, effects: pd.DataFrame) -> pd.DataFrame:
 
 def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
                    groups: list[Group], per_variant: bool = False,
-                   match: bool = True) -> PilotNoise:
+                   match: bool = True, up_to_step: int | None = None) -> PilotNoise:
     """The pilot's noise (:func:`noise_from_fits` on a results tree), or, without a pilot, the
     calibration's defaults with C_mid at ``mid_frac`` of the reference's steps (and a note).
     ``per_variant``: every other arm the pilot ran also gets its own noise
     (:func:`with_variant_noise`). ``match``: the noise matched to the per-run scatter
-    (analysis/scatter.py)."""
+    (analysis/scatter.py). ``up_to_step``: the pilot's runs as they stood at that step
+    (``load_results(up_to_step=)``): a sequential design's first look, planning the rest of its
+    runs from what that look saw. ValueError when the cut leaves every run as it is."""
     if pilot_dir is None:
         ref = next((g for g in groups if g.variant == reference), None)
         steps = ref.steps if ref else 150
@@ -388,15 +390,24 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
     from analysis.fit import FitWindow
     from analysis.groups import fit_all, pilot_axes
     from analysis.load import load_results
-    results = load_results(pilot_dir)
+    results = load_results(pilot_dir, up_to_step=up_to_step)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {pilot_dir}")
+    cut_note: tuple[str, ...] = ()
+    if up_to_step is not None:
+        last = int(load_results(pilot_dir, train_keys=()).evals["step"].max())
+        if up_to_step >= last:
+            raise ValueError(f"--pilot-up-to-step {up_to_step} cuts nothing: the pilot's runs "
+                             f"end at step {last} (give a step below it, or leave it out)")
+        cut_note = (f"pilot cut at step {up_to_step} (its runs as they stood then; they ran to "
+                    f"{last})",)
     fits = fit_all(results, pilot_axes(results), window=FitWindow(), n_boot=0, per_run=True)
     ev = results.evals[results.evals["eval_set"] == eval_set]
     k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
     out = noise_from_fits(fits, reference, eval_set, k=k, match=match)
-    return (with_variant_noise(out, fits, reference, eval_set, k=k, match=match) if per_variant
-            else out)
+    out = (with_variant_noise(out, fits, reference, eval_set, k=k, match=match) if per_variant
+           else out)
+    return replace(out, notes=cut_note + tuple(out.notes)) if cut_note else out
 
 
 def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
@@ -418,6 +429,8 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
     block = {"plan": {
         "written": datetime.date.today().isoformat(),
         "by": f"rlablate plan --pilot {args.pilot} --sweeps {args.sweeps} --seed {args.seed}"
+              + (f" --pilot-up-to-step {args.pilot_up_to_step}"
+                 if getattr(args, "pilot_up_to_step", None) is not None else "")
               + (" --per-variant-noise" if pilot.by_variant else "")
               + ("" if getattr(args, "match", True) else " --raw-noise"),
         "noise": {"R0": round(nz.R0, 4), "A": round(nz.A, 4), "B": round(nz.B, 4),

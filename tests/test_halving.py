@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.halving import compute_saved, decide_at, decide_from_dir, ranking_agreement
-from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+from sweeplib import synthetic_sweep
 
 TRUE_A = {"grpo": 0.60, "dapo": 0.62, "cispo": 0.72, "vapo": 0.45, "rloo": 0.50}
 
 
 def _sweep(root, steps=400, seeds=(0, 1, 2)):
-    for ai, (algo, A) in enumerate(TRUE_A.items()):
-        for seed in seeds:
-            rng = np.random.default_rng(10 * ai + seed)
-            spec = RunSpec(config=make_config(algo, "1m", seed),
-                           curves={"in_dist": CurveSpec(A + rng.normal(0, 0.005), 1.6, 30e12, 0.3)},
-                           steps=steps, eval_every=10, n_items=256, k=4, seed=100 * ai + seed)
-            write_run(root / f"{algo}-s{seed}", spec)
+    synthetic_sweep(root, TRUE_A, steps=steps, seeds=seeds)
 
 
 def test_halving_keeps_the_true_best_and_stops_the_clearly_worse(tmp_path):

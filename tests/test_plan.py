@@ -387,6 +387,15 @@ def test_plan_cli_predicts_and_rejects_bad_input(tmp_path):
                            cwd=ROOT)
     assert alone.returncode == 2 and alone.stderr.count("\n") == 1
     assert "--per-variant-noise" in alone.stderr and "--pilot" in alone.stderr
+    for extra in (["--pilot-up-to-step", "0"], ["--pilot-up-to-step", "200"]):
+        cut = subprocess.run(cmd + extra, capture_output=True, text=True, cwd=ROOT)
+        assert cut.returncode == 2 and cut.stderr.count("\n") == 1, cut.stderr
+        assert "--pilot-up-to-step" in cut.stderr
+    assert "cuts nothing" in cut.stderr and "step 200" in cut.stderr
+    looked = subprocess.run(cmd + ["--pilot-up-to-step", "100"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert looked.returncode == 0, looked.stderr
+    assert "pilot cut at step 100" in looked.stdout
 
 
 def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path):
@@ -428,3 +437,28 @@ def test_the_reports_calibration_simulates_the_noise_the_study_measured(tmp_path
     assert "the one this study's reference runs measured" in text
     assert "the null truth is the reference's own identified curve" in text
     assert f"seed sd of A {measured.noise.seed_sd_A:.4g}," in text
+
+
+def test_the_pilot_can_be_read_as_it_stood_at_a_look(tmp_path):
+    """`--pilot-up-to-step N`: the pilot's runs as they stood at step N (a sequential design's
+    look planning the runs that go on) give exactly the noise of the same runs physically cut at
+    N, each arm's own noise included, and not the noise of the whole runs; a cut at or past the
+    runs' end cuts nothing and is refused."""
+    from sweeplib import cut_runs
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    _pilot(full, steps=200)
+    _arm(full, "dapo", a_sd=0.06)
+    cut_runs(full, cut, 100)
+    groups = [Group("grpo", "tiny-1m", 200, 10, 4), Group("dapo", "tiny-1m", 200, 10, 4)]
+    at_look = plan.pilot_from_dir(str(full), "grpo", "in_dist", groups, per_variant=True,
+                                  up_to_step=100)
+    physical = plan.pilot_from_dir(str(cut), "grpo", "in_dist", groups, per_variant=True)
+    whole = plan.pilot_from_dir(str(full), "grpo", "in_dist", groups, per_variant=True)
+    assert repr(at_look.noise) == repr(physical.noise)
+    assert repr(at_look.by_variant) == repr(physical.by_variant)
+    assert at_look.mid_steps == physical.mid_steps
+    assert at_look.notes[0] == "pilot cut at step 100 (its runs as they stood then; they ran to 200)"
+    assert at_look.notes[1:] == physical.notes
+    assert repr(at_look.noise) != repr(whole.noise)
+    with pytest.raises(ValueError, match="--pilot-up-to-step 200 cuts nothing"):
+        plan.pilot_from_dir(str(full), "grpo", "in_dist", groups, up_to_step=200)

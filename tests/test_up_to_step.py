@@ -3,41 +3,22 @@ physically cut at N (their metrics and per-item rows after N deleted): the table
 byte for byte, the sequential replay included."""
 from __future__ import annotations
 
-import json
-import shutil
-
-import numpy as np
 import pytest
 
 from analysis.cli import main
-from analysis.synth import CurveSpec, RunSpec, make_config, write_run
+from sweeplib import cut_runs, synthetic_sweep
 
 TRUE_A = {"grpo": 0.60, "cispo": 0.72, "rloo": 0.50}
 
 
 def _sweep(root):
-    for ai, (algo, A) in enumerate(TRUE_A.items()):
-        for seed in (0, 1, 2):
-            rng = np.random.default_rng(10 * ai + seed)
-            spec = RunSpec(config=make_config(algo, "1m", seed),
-                           curves={"in_dist": CurveSpec(A + rng.normal(0, 0.005), 1.6, 30e12, 0.3)},
-                           steps=400, eval_every=10, n_items=256, k=4, seed=100 * ai + seed)
-            write_run(root / f"{algo}-s{seed}", spec)
-
-
-def _cut(src, dst, step):
-    """A copy of the sweep whose runs end at ``step``: rows after it deleted, the rest kept."""
-    shutil.copytree(src, dst)
-    for path in list(dst.glob("*/metrics.jsonl")) + list(dst.glob("*/eval_items.jsonl")):
-        rows = [line for line in path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
-        path.write_text("\n".join(rows) + "\n")
+    synthetic_sweep(root, TRUE_A)
 
 
 def test_up_to_step_is_the_sweep_cut_there(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     _sweep(full)
-    _cut(full, cut, 200)
+    cut_runs(full, cut, 200)
     assert sum(1 for _ in (cut / "grpo-s0" / "metrics.jsonl").open()) < \
         sum(1 for _ in (full / "grpo-s0" / "metrics.jsonl").open())
     common = ["--bootstrap", "200", "--calibrate", "0", "--plan", "0", "--margin", "0.05",
