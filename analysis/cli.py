@@ -277,10 +277,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from analysis.report import format_markdown_table
 
     t0 = time.perf_counter()
-    if args.pilot_up_to_step is not None and (not args.pilot or args.pilot_up_to_step <= 0):
-        print("rlablate plan: error: --pilot-up-to-step needs --pilot DIR and a step >= 1 (got "
-              f"{args.pilot_up_to_step})", file=sys.stderr)
-        return 2
     try:
         name, groups = read_schedule(args.spec)
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
