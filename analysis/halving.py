@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.fit import FitWindow
+from analysis.fit import FitError, FitWindow
 from analysis.groups import detect_axes, fit_all
 from analysis.load import Results, load_results
 
 COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "verdict",
-           "reason", "run_ids"]
+           "dA_lo", "dA_hi", "planned_width", "reason", "run_ids"]
 RULES = ("bound", "resolved")
 #: verdicts that answer a comparison (analysis.claims.effect_verdict); the rest leave it open
 RESOLVED = ("moved A", "moved A and B", "only B", "no effect", "no effect on A")
@@ -75,6 +75,7 @@ def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
             rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
                          "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
                          "identified": bool(ok), "decision": decision, "verdict": "",
+                         "dA_lo": np.nan, "dA_hi": np.nan, "planned_width": np.nan,
                          "reason": reason, "run_ids": list(g.run_ids)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -96,14 +97,25 @@ def restrict(results: Results, run_ids: set[str] | None, max_step: int) -> Resul
 def decide_from_dir(sweep_dir, rung: int, eval_set: str = "in_dist",
                     run_ids: list[str] | None = None, n_boot: int = 400, seed: int = 0,
                     by: list[str] | None = None, rule: str = "bound", reference: str = "grpo",
-                    margin: float = 0.02) -> pd.DataFrame:
+                    margin: float = 0.02, plan_sweeps: int = 0) -> pd.DataFrame:
     """:func:`decide_at` on a sweep directory's runs (``run_ids``), with their evals up to
-    ``rung``."""
+    ``rung``; ``plan_sweeps``: plan the open comparisons' end (:func:`plan_at_look`) at each
+    run's ``train.steps``."""
     results = load_results(sweep_dir)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
     return decide_at(results, rung, set(run_ids) if run_ids else None, eval_set, n_boot, seed, by,
-                     rule, reference, margin)
+                     rule, reference, margin, plan_sweeps=plan_sweeps, total=_total_steps(results))
+
+
+def _total_steps(results: Results, up_to_step: int | None = None) -> dict[str, int]:
+    """run_id -> the step its run ends at: its ``train.steps`` (else its last eval), at most
+    ``up_to_step``."""
+    last = results.evals.groupby("run_id")["step"].max().to_dict()
+    steps = (results.runs.set_index("run_id")["train.steps"].to_dict()
+             if "train.steps" in results.runs.columns else last)
+    return {rid: min(int(steps.get(rid, last.get(rid, 0))), up_to_step or np.inf)
+            for rid in results.runs["run_id"]}
 
 
 def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
@@ -147,17 +159,23 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
             rows.append({"scale": scale, "arm": v, "n_runs": g.curve.n_runs,
                          "A": g.fit.A if g.fit is not None else np.nan, "A_lo": lo, "A_hi": hi,
                          "identified": bool(ok and np.isfinite(lo)), "decision": decision,
-                         "verdict": verdict, "reason": reason, "run_ids": list(g.run_ids)})
+                         "verdict": verdict,
+                         "dA_lo": rec["dA_lo"] if rec is not None else np.nan,
+                         "dA_hi": rec["dA_hi"] if rec is not None else np.nan,
+                         "planned_width": np.nan, "reason": reason, "run_ids": list(g.run_ids)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def decide_at(results: Results, rung: int, run_ids: set[str] | None, eval_set: str = "in_dist",
               n_boot: int = 400, seed: int = 0, by: list[str] | None = None,
               rule: str = "bound", reference: str = "grpo", margin: float = 0.02,
-              window: FitWindow | None = None) -> pd.DataFrame:
+              window: FitWindow | None = None, plan_sweeps: int = 0,
+              total: dict[str, int] | None = None) -> pd.DataFrame:
     """:func:`decide` (``rule`` "bound") or :func:`decide_resolved` ("resolved") on loaded
     ``results``: the runs ``run_ids`` (all when None), each arm fitted on its evals up to
-    ``rung`` in ``window`` (the report's fit window; default :class:`FitWindow`)."""
+    ``rung`` in ``window`` (the report's fit window; default :class:`FitWindow`). With the
+    resolved rule and ``plan_sweeps`` > 0, :func:`plan_at_look` fills ``planned_width`` for the
+    comparisons that go on (``total``: run_id -> the step its run ends at)."""
     if rule not in RULES:
         raise ValueError(f"halving rule {rule!r}: allowed {', '.join(RULES)}")
     sub = restrict(results, run_ids, rung)
@@ -165,8 +183,51 @@ def decide_at(results: Results, rung: int, run_ids: set[str] | None, eval_set: s
     fits = fit_all(sub, axes, window=window or FitWindow(), n_boot=n_boot, seed=seed, per_run=False)
     if rule == "resolved":
         from analysis.groups import assign_groups
-        return decide_resolved(fits, assign_groups(sub, axes), eval_set, reference, margin)
+        runs = assign_groups(sub, axes)
+        table = decide_resolved(fits, runs, eval_set, reference, margin)
+        return (plan_at_look(sub, runs, table, total or {}, reference, eval_set, plan_sweeps,
+                             seed, margin) if plan_sweeps > 0 else table)
     return decide(fits, eval_set)
+
+
+def plan_at_look(sub: Results, runs: pd.DataFrame, table: pd.DataFrame, total: dict[str, int],
+                 reference: str = "grpo", eval_set: str = "in_dist", n_sweeps: int = 40,
+                 seed: int = 0, margin: float = 0.02) -> pd.DataFrame:
+    """``table`` with ``planned_width`` filled for every comparison a look leaves open: the
+    planner's median 95% dA width at the end of the runs (``total``: run_id -> its last step),
+    simulated from what the look saw (``sub``: the runs cut at the rung; ``runs``: their
+    ``assign_groups`` rows), each arm with its own seed and within-run noise so far
+    (analysis.plan: ``pilot_from_results(per_variant=True)``, ``predict``); NaN where the
+    reference has no fit yet. The report prints it
+    beside the width the end achieved: at the look, the tool says what going on will resolve.
+    Checked after the fact on study-m4-800 (LOG session 26): achieved / planned 0.84, 0.98 and
+    0.41, against 4.6, 3.9 and 1.8 planned from a GRPO-alone pilot."""
+    go_on = table[(table["decision"] == "continue") & (table["verdict"] != "")]
+    if go_on.empty or n_sweeps <= 0:
+        return table
+    from dataclasses import replace
+
+    from analysis.plan import pilot_from_results, predict
+    from analysis.schedule import schedule_from_results
+    want = {(str(a), str(s)) for a, s in zip(go_on["arm"], go_on["scale"])}
+    want |= {(reference, str(s)) for s in go_on["scale"]}
+    ends = {(str(v), str(s)): max(int(total.get(r, 0)) for r in g["run_id"])
+            for (v, s), g in runs.groupby(["variant", "scale_value"])}
+    groups = [replace(g, steps=max(ends.get((g.variant, g.scale), 0), g.steps))
+              for g in schedule_from_results(runs, sub.evals, eval_set)
+              if (g.variant, g.scale) in want]
+    try:
+        pilot = pilot_from_results(sub, reference, eval_set, per_variant=True)
+    except (ValueError, FitError):  # no fitted reference yet (no gain to fit): nothing to plan
+        return table
+    pred = predict(groups, pilot, n_sweeps, seed, margin, reference)
+    width = {(str(r["variant"]), str(r["scale"])): float(r["dA_width"])
+             for r in pred.to_dict("records")}
+    out = table.copy()
+    out["planned_width"] = [width.get((str(a), str(s)), np.nan) if (str(a), str(s)) in want
+                            and a != reference else np.nan
+                            for a, s in zip(out["arm"], out["scale"])]
+    return out
 
 
 def compute_saved(decisions: list[tuple[int, pd.DataFrame]], total_steps: dict[str, int]) -> float:
@@ -213,7 +274,7 @@ def _verdicts(table: pd.DataFrame) -> dict:
 def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int = 400,
            seed: int = 0, by: list[str] | None = None, rule: str = "bound",
            reference: str = "grpo", margin: float = 0.02, window: FitWindow | None = None,
-           up_to_step: int | None = None) -> dict:
+           up_to_step: int | None = None, plan_sweeps: int = 0) -> dict:
     """What ``--halving RUNGS`` would have decided on a *finished* sweep, and what it would have
     cost in ranking. A run paused at a rung and resumed is bit-identical to one never paused
     (tests/test_halving.py), so each rung's decision on the full runs' evals up to the rung is the
@@ -227,21 +288,19 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
 
     With ``rule`` "resolved" it also returns ``verdicts``: per comparison, the verdict the
     sequential design reports (read at the rung where it stopped, else at the end) beside the
-    verdict of the full sweep, and whether they agree. ``up_to_step``: the sweep as it stood at
+    verdict of the full sweep, and whether they agree; with ``plan_sweeps`` > 0 also the dA width
+    each open comparison was planned to reach at the end (:func:`plan_at_look`, at the last rung
+    it went on from) beside the width the end achieved. ``up_to_step``: the sweep as it stood at
     that step (``rlablate analyze --up-to-step``) is the full sweep; every run ends there."""
     results = load_results(sweep_dir, up_to_step=up_to_step)
     if results.runs.empty:
         raise FileNotFoundError(f"no runs of this sweep under {sweep_dir}")
     axes = detect_axes(results, by)
-    last = results.evals.groupby("run_id")["step"].max().to_dict()
-    steps = (results.runs.set_index("run_id")["train.steps"].to_dict()
-             if "train.steps" in results.runs.columns else last)
-    total = {rid: min(int(steps.get(rid, last.get(rid, 0))), up_to_step or np.inf)
-             for rid in results.runs["run_id"]}
+    total = _total_steps(results, up_to_step)
     live, decisions, stopped_at = set(total), [], {}
     for i, rung in enumerate(rungs):
         table = decide_at(results, rung, live, eval_set, n_boot, seed, by, rule, reference,
-                          margin, window)
+                          margin, window, plan_sweeps=plan_sweeps, total=total)
         decisions.append((rung, table))
         for rec in table[table["decision"] == "stop"].to_dict("records"):
             stopped_at[(rec["scale"], rec["arm"])] = (i, rung)
@@ -270,9 +329,17 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
         at_end = _verdicts(end)
         read = {k: v for rung, t in decisions for k, v in _verdicts(t).items()
                 if k in stopped_at and stopped_at[k][1] == rung}
+        width = {(r["scale"], r["arm"]): r["dA_hi"] - r["dA_lo"] for r in end.to_dict("records")}
+        planned = {(r["scale"], r["arm"]): (rung, r["planned_width"]) for rung, t in decisions
+                   for r in t.to_dict("records") if np.isfinite(r["planned_width"])}
         out["verdicts"] = [{"scale": s, "arm": v, "sequential": read.get((s, v), full),
                             "read_at": stopped_at[(s, v)][1] if (s, v) in read else "end",
-                            "full": full, "agree": read.get((s, v), full) == full}
+                            "full": full, "agree": read.get((s, v), full) == full,
+                            "width_at_end": width.get((s, v), np.nan),
+                            "planned_at": planned.get((s, v), ("", np.nan))[0],
+                            "planned_width": planned.get((s, v), ("", np.nan))[1],
+                            "ratio": width.get((s, v), np.nan)
+                            / planned.get((s, v), ("", np.nan))[1]}
                            for (s, v), full in sorted(at_end.items())]
     return out
 
@@ -289,17 +356,19 @@ def halving_table(root, opt, eval_set: str, say=lambda msg: None) -> pd.DataFram
         window = FitWindow(start_fraction=opt.fit_start, start_step=opt.fit_start_step)
         return replay_frame(replay(root, opt.halving_replay, eval_set, n_boot, opt.seed, opt.by,
                                    opt.halving_rule, opt.reference, opt.margin, window,
-                                   opt.up_to_step))
+                                   opt.up_to_step, plan_sweeps=opt.plan))
     path = Path(root) / "halving.json"
     if not path.is_file():
         return pd.DataFrame()
     record = json.loads(path.read_text())
     if record.get("rule") == "resolved":  # the verdict of record: read where each arm stopped
-        last = {(d["scale"], d["arm"]): (step["rung"], d["verdict"], d["decision"] == "stop")
+        last = {(d["scale"], d["arm"]): (step["rung"], d["verdict"], d["decision"] == "stop",
+                                         d.get("planned_width"))
                 for step in record["steps"] for d in step["decisions"] if d.get("verdict")}
         record["verdicts"] = [{"scale": s, "arm": a, "sequential": v if stop else "(at the end)",
-                               "read_at": rung if stop else "end"}
-                              for (s, a), (rung, v, stop) in sorted(last.items())]
+                               "read_at": rung if stop else "end",
+                               **({"planned_width": w} if w is not None and w == w else {})}
+                              for (s, a), (rung, v, stop, w) in sorted(last.items())]
     return replay_frame(record, as_run=True)
 
 
@@ -343,6 +412,14 @@ def halving_section(r, table: pd.DataFrame) -> None:
         agree = sum(v["agree"] for v in verdicts)
         r.p(f"The verdict each comparison gets (read at the rung where it stopped, else at the "
             f"end) against the full sweep's: {agree} of {len(verdicts)} agree.")
+        planned = [v for v in verdicts if np.isfinite(v.get("planned_width", np.nan))]
+        if planned:
+            near = sum(1 / 1.5 <= v["ratio"] <= 1.5 for v in planned)
+            r.p(f"`planned_width`: the 95% dA width the planner gave each comparison left open, at "
+                f"the look it went on from, for the end of the runs: simulated from the runs as "
+                f"they stood at the look, each arm with its own seed and within-run noise so far "
+                f"(`rlablate plan --pilot-up-to-step --per-variant-noise`). `ratio` = the width "
+                f"the end achieved / planned: {near} of {len(planned)} within a factor 1.5.")
         r.table(pd.DataFrame(verdicts))
     for scale, rk in ({} if resolved else table.attrs["ranking"]).items():
         tau = rk.get("kendall_tau")

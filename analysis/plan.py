@@ -387,27 +387,34 @@ def pilot_from_dir(pilot_dir: str | None, reference: str, eval_set: str,
         nz = NoiseModel()
         return PilotNoise(nz, ("no pilot: NoiseModel defaults (the old demo's scale); run a "
                                "pilot and pass --pilot for a real plan",), nz.mid_frac * steps)
-    from analysis.fit import FitWindow
-    from analysis.groups import fit_all, pilot_axes
     from analysis.load import load_results
     results = load_results(pilot_dir, up_to_step=up_to_step)
     if results.runs.empty:
         raise FileNotFoundError(f"no run directories under {pilot_dir}")
-    cut_note: tuple[str, ...] = ()
-    if up_to_step is not None:
-        last = int(load_results(pilot_dir, train_keys=()).evals["step"].max())
-        if up_to_step >= last:
-            raise ValueError(f"--pilot-up-to-step {up_to_step} cuts nothing: the pilot's runs "
-                             f"end at step {last} (give a step below it, or leave it out)")
-        cut_note = (f"pilot cut at step {up_to_step} (its runs as they stood then; they ran to "
-                    f"{last})",)
+    if up_to_step is None:
+        return pilot_from_results(results, reference, eval_set, per_variant, match)
+    last = int(load_results(pilot_dir, train_keys=()).evals["step"].max())
+    if up_to_step >= last:
+        raise ValueError(f"--pilot-up-to-step {up_to_step} cuts nothing: the pilot's runs "
+                         f"end at step {last} (give a step below it, or leave it out)")
+    out = pilot_from_results(results, reference, eval_set, per_variant, match)
+    return replace(out, notes=(f"pilot cut at step {up_to_step} (its runs as they stood then; "
+                               f"they ran to {last})",) + tuple(out.notes))
+
+
+def pilot_from_results(results, reference: str, eval_set: str, per_variant: bool = False,
+                       match: bool = True) -> PilotNoise:
+    """:func:`pilot_from_dir` on loaded results (``analysis.load.Results``, e.g. a sequential
+    look's runs cut at its step): per-run fits of every arm, the reference's noise, and with
+    ``per_variant`` each other arm's own."""
+    from analysis.fit import FitWindow
+    from analysis.groups import fit_all, pilot_axes
     fits = fit_all(results, pilot_axes(results), window=FitWindow(), n_boot=0, per_run=True)
     ev = results.evals[results.evals["eval_set"] == eval_set]
     k = int(np.nanmedian(ev["k"])) if len(ev) and ev["k"].notna().any() else 4
     out = noise_from_fits(fits, reference, eval_set, k=k, match=match)
-    out = (with_variant_noise(out, fits, reference, eval_set, k=k, match=match) if per_variant
-           else out)
-    return replace(out, notes=cut_note + tuple(out.notes)) if cut_note else out
+    return (with_variant_noise(out, fits, reference, eval_set, k=k, match=match) if per_variant
+            else out)
 
 
 def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,

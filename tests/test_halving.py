@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -240,6 +241,8 @@ def test_live_sweep_with_the_resolved_rule_records_and_reports_it(tmp_path, cach
                                                                     "dapo": "continue"}
     verdicts = {d["arm"]: d["verdict"] for d in step["decisions"]}
     assert verdicts["grpo"] == "" and verdicts["dapo"].startswith("not resolved"), verdicts
+    # 4 steps: grpo has no fit yet, so the look cannot plan the end (NaN, not a crash)
+    assert all(d["planned_width"] != d["planned_width"] for d in step["decisions"])
     assert len(rec["live_runs"]) == 4 and rec["train_steps_saved_frac"] == 0.0
     from analysis.cli import main as analyze
     assert analyze([str(sdir), "--bootstrap", "50", "--calibrate", "0", "--plan", "0",
@@ -247,3 +250,38 @@ def test_live_sweep_with_the_resolved_rule_records_and_reports_it(tmp_path, cach
     md = (sdir / "analysis" / "report.md").read_text()
     assert "Sequential looks (stop what is resolved), as run (halving.json)" in md
     assert "| tiny-0.3m | dapo | (at the end) | end |" in md
+
+
+def test_a_look_plans_the_end_of_each_comparison_it_leaves_open(tmp_path):
+    """Under the resolved rule a look also plans the end: each comparison it leaves open gets the
+    95% dA width the planner expects at the runs' last step, simulated from the runs as they
+    stood at the look with each arm's own noise (`rlablate plan --pilot-up-to-step
+    --per-variant-noise` on the same runs gives the same width). Known truth: dapo = grpo (A 0.60,
+    4 seeds), margin 0.01, so the comparison stays open at 200 of 400. Measured: width at the look
+    0.047, planned for 400 0.034, achieved at 400 0.023 (ratio 0.66). The plan must lie below
+    the look's own width (more steps narrow it) and within a factor 2 of the end's; the reference
+    and a stopped comparison get none."""
+    from analysis import plan
+    from analysis.halving import replay
+    from analysis.schedule import Group
+    synthetic_sweep(tmp_path, {"grpo": 0.60, "dapo": 0.60}, seeds=(0, 1, 2, 3))
+    rec = replay(tmp_path, [200], n_boot=300, rule="resolved", margin=0.01, plan_sweeps=20)
+    look = {d["arm"]: d for d in rec["steps"][0]["decisions"]}
+    assert look["dapo"]["decision"] == "continue" and look["dapo"]["verdict"] == "not resolved"
+    planned = look["dapo"]["planned_width"]
+    assert planned < look["dapo"]["dA_hi"] - look["dapo"]["dA_lo"]
+    assert np.isnan(look["grpo"]["planned_width"])
+    (verdict,) = rec["verdicts"]
+    assert verdict["planned_at"] == 200 and verdict["planned_width"] == planned
+    assert 0.5 < verdict["ratio"] < 2.0, verdict
+    assert verdict["ratio"] == pytest.approx(verdict["width_at_end"] / planned)
+    scale = look["dapo"]["scale"]
+    pilot = plan.pilot_from_dir(str(tmp_path), "grpo", "in_dist", [], per_variant=True,
+                                up_to_step=200)
+    by_cli = plan.predict([Group("grpo", scale, 400, 10, 4, 256, 4),
+                           Group("dapo", scale, 400, 10, 4, 256, 4)], pilot, 20, 0, 0.01)
+    assert by_cli.loc[0, "dA_width"] == pytest.approx(planned, rel=1e-12)
+    # at margin 0.05 the same look resolves it: stopped, so nothing is planned for it
+    rec = replay(tmp_path, [200], n_boot=300, rule="resolved", margin=0.05, plan_sweeps=20)
+    stopped = {d["arm"]: d for d in rec["steps"][0]["decisions"]}["dapo"]
+    assert stopped["decision"] == "stop" and np.isnan(stopped["planned_width"])

@@ -9,7 +9,9 @@ once its verdict against the reference is resolved and the reference goes on whi
 At each rung every live run trains to that step and pauses (a checkpoint and status
 `interrupted`, stop_reason `paused`: `train(pause_at=...)`); `analysis.halving.decide` fits each
 arm on the evals so far and stops the arms whose A upper bound lies below the leader's lower
-bound; the survivors go on. The decisions, the compute saved and the arms left are written to
+bound; the survivors go on (under the resolved rule each comparison left open also gets the dA
+width the planner expects at the end, from each arm's own noise so far). The decisions, the
+compute saved and the arms left are written to
 <sweep>/halving.json. A stopped run is only paused, so `rlablate sweep SPEC` without --halving
 finishes it (the full sweep, to check the halved ranking against). The executor must wait for its
 runs (local, debug, or slurm with --wait).
@@ -23,6 +25,10 @@ from typing import Callable
 from .expand import Run, sweep_dir
 from .launch import launch
 from .spec import Spec, SpecError
+
+#: simulated sweeps per open comparison when the resolved rule plans the end at a rung
+#: (analysis.halving.plan_at_look; the report's planner default)
+PLAN_SWEEPS = 40
 
 
 def parse_rungs(text: str, runs: list[Run]) -> list[int]:
@@ -81,12 +87,15 @@ def successive_halving(spec: Spec, runs: list[Run], executor: str, rungs: list[i
                show_progress=show_progress, pause_at=rung)
         table = decide_from_dir(sdir, rung, eval_set, [r.run_id for r in live],
                                 n_boot=1000 if rule == "resolved" else 400, rule=rule,
-                                reference=reference, margin=margin)
+                                reference=reference, margin=margin,
+                                plan_sweeps=PLAN_SWEEPS if rule == "resolved" else 0)
         decisions.append((rung, table))
         stopped = {rid for ids in table.loc[table["decision"] == "stop", "run_ids"] for rid in ids}
         live = [r for r in live if r.run_id not in stopped]
         out(f"halving at step {rung}: " + "; ".join(
-            f"{rec['arm']} @ {rec['scale']}: {rec['decision']} ({rec['reason']})"
+            f"{rec['arm']} @ {rec['scale']}: {rec['decision']} ({rec['reason']}"
+            + (f"; planned dA width at the end {rec['planned_width']:.3f}"
+               if rec["planned_width"] == rec["planned_width"] else "") + ")"
             for rec in table.to_dict("records")))
         record.append({"rung": rung, "decisions": table.to_dict("records")})
     res = launch(spec, live, executor, parallel=parallel, wait=True, out=out,
