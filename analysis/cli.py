@@ -67,7 +67,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--plan", type=int, default=40, metavar="N",
                         help="simulated sweeps per comparison of the report's power-planner "
                              "section (predicted interval widths for this study's schedule and "
-                             "noise, beside the achieved ones; default 40; 0 skips it)")
+                             "noise, beside the achieved ones) and of the end a replayed "
+                             "resolved-rule look plans for each open comparison; default 40; 0 "
+                             "skips both")
     parser.add_argument("--halving-replay", type=_rungs, default=None, metavar="STEP[,STEP...]",
                         help="replay successive halving with these rungs on the finished runs "
                              "(what `rlablate sweep --halving` would have stopped and saved, and "
