@@ -198,8 +198,8 @@ def plan_at_look(sub: Results, runs: pd.DataFrame, table: pd.DataFrame, total: d
     simulated from what the look saw (``sub``: the runs cut at the rung; ``runs``: their
     ``assign_groups`` rows), each arm with its own seed and within-run noise so far
     (analysis.plan: ``pilot_from_results(per_variant=True)``, ``predict``); NaN where the
-    reference has no fit yet. The report prints it
-    beside the width the end achieved: at the look, the tool says what going on will resolve.
+    reference has no fit yet. The report prints it beside the width the end achieved: at the
+    look, the tool says what going on will resolve.
     Checked after the fact on study-m4-800 (LOG session 26): achieved / planned 0.84, 0.98 and
     0.41, against 4.6, 3.9 and 1.8 planned from a GRPO-alone pilot."""
     go_on = table[(table["decision"] == "continue") & (table["verdict"] != "")]
