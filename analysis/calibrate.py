@@ -41,7 +41,7 @@ from scipy import stats
 
 from analysis.bootstrap import CurveData, bootstrap_fit, fit_curve_data
 from analysis.calibrate_claims import claim4_cells, claim12_cells
-from analysis.claims import B_MARGIN, UNIDENTIFIED, claim3_verdict, effect_intervals, effect_verdict
+from analysis.claims import B_MARGIN, RESOLVED, UNIDENTIFIED, claim3_verdict, effect_intervals, effect_verdict
 from analysis.compare import DEFAULT_MARGIN
 from analysis.fit import FitError
 from analysis.meta import pool_effect
@@ -142,7 +142,7 @@ def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sw
                    n_boot: int = 1000) -> tuple[dict[str, list[str]], dict[str, float]]:
     """:func:`effect_cells` for the sequential rule (``rlablate sweep --halving-rule resolved``,
     analysis/halving.py): each simulated pair is first compared on its evals up to ``look_at``; a
-    verdict in :data:`analysis.halving.RESOLVED` is the one reported, otherwise the pair goes on
+    verdict in :data:`analysis.claims.RESOLVED` is the one reported, otherwise the pair goes on
     and its verdict is read at the end. Two chances to give a verdict are two chances to give a
     wrong one: the rows of :func:`effect_rows` on these cells are the rule's error rates.
 
@@ -150,7 +150,6 @@ def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sw
     the same order; a look only cuts the curves), so a pair not stopped at the look gets exactly
     the verdict :func:`effect_cells` gives it. Returns (verdicts per truth, the share of sweeps per
     truth stopped at the look)."""
-    from analysis.halving import RESOLVED
     rng = np.random.default_rng([seed, ref.steps, var.steps, ref.every, var.every])
     sim = Simulator(noise, ref.n_items, ref.k, rng)
     c_mid = noise.mid_frac * ref.steps

@@ -160,6 +160,8 @@ def _diff_ci(x: np.ndarray, y: np.ndarray, inflation: float, log: bool) -> tuple
 B_MARGIN = 1.25
 #: the verdict of a comparison with an unidentified fit
 UNIDENTIFIED = "not resolved (fit not identified)"
+#: verdicts of :func:`effect_verdict` that answer a comparison; the rest leave it open
+RESOLVED = ("moved A", "moved A and B", "only B", "no effect", "no effect on A")
 
 
 def effect_verdict(dA: float, dA_ci: tuple[float, float], B_ratio_ci: tuple[float, float],

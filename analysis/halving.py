@@ -38,12 +38,11 @@ from scipy import stats
 from analysis.fit import FitError, FitWindow
 from analysis.groups import detect_axes, fit_all
 from analysis.load import Results, load_results
+from analysis.claims import RESOLVED
 
 COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "verdict",
            "dA_lo", "dA_hi", "planned_width", "reason", "run_ids"]
 RULES = ("bound", "resolved")
-#: verdicts that answer a comparison (analysis.claims.effect_verdict); the rest leave it open
-RESOLVED = ("moved A", "moved A and B", "only B", "no effect", "no effect on A")
 
 
 def decide(fits, eval_set: str = "in_dist") -> pd.DataFrame:
