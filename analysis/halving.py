@@ -283,7 +283,10 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
     and per scale the Kendall tau between the full ranking (every arm by its final pass rate) and
     the halved one (the survivors by their final pass rate, above the arms stopped at the last
     rung, above those stopped earlier; a stopped arm ordered by its pass rate at its rung), with
-    whether both put the same arm first.
+    whether both put the same arm first. That ranking prices the bound rule, which stops losers;
+    the resolved rule stops what is answered, winners included, so for it ``ranking_A`` ranks
+    by A instead: every arm's A at the end against its A as the sequential design read it (at
+    the rung where it stopped, else at the end; arms whose fit gives no A left out).
 
     With ``rule`` "resolved" it also returns ``verdicts``: per comparison, the verdict the
     sequential design reports (read at the rung where it stopped, else at the end) beside the
@@ -331,6 +334,14 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
         width = {(r["scale"], r["arm"]): r["dA_hi"] - r["dA_lo"] for r in end.to_dict("records")}
         planned = {(r["scale"], r["arm"]): (rung, r["planned_width"]) for rung, t in decisions
                    for r in t.to_dict("records") if np.isfinite(r["planned_width"])}
+        a_end = {(r["scale"], r["arm"]): r["A"] for r in end.to_dict("records")}
+        a_read = dict(a_end) | {(r["scale"], r["arm"]): r["A"] for rung, t in decisions
+                                for r in t.to_dict("records")
+                                if stopped_at.get((r["scale"], r["arm"]), (0, None))[1] == rung}
+        out["ranking_A"] = {
+            scale: ranking_agreement(*({v: x for (s, v), x in a.items() if s == scale and x == x}
+                                       for a in (a_end, a_read)))
+            for scale in sorted({s for s, _ in a_end})}
         out["verdicts"] = [{"scale": s, "arm": v, "sequential": read.get((s, v), full),
                             "read_at": stopped_at[(s, v)][1] if (s, v) in read else "end",
                             "full": full, "agree": read.get((s, v), full) == full,
@@ -378,6 +389,7 @@ def replay_frame(record: dict, as_run: bool = False) -> pd.DataFrame:
             for step in record["steps"] for d in step["decisions"]]
     df = pd.DataFrame(rows, columns=["rung"] + [c for c in COLUMNS if c != "run_ids"])
     df.attrs.update(saved=record["train_steps_saved_frac"], ranking=record.get("ranking", {}),
+                    ranking_A=record.get("ranking_A", {}),
                     rungs=record["rungs"], rule=record.get("rule", "bound"),
                     verdicts=record.get("verdicts", []), as_run=as_run)
     return df
@@ -420,6 +432,13 @@ def halving_section(r, table: pd.DataFrame) -> None:
                 f"(`rlablate plan --pilot-up-to-step --per-variant-noise`). `ratio` = the width "
                 f"the end achieved / planned: {near} of {len(planned)} within a factor 1.5.")
         r.table(pd.DataFrame(verdicts))
+    for scale, rk in table.attrs.get("ranking_A", {}).items():
+        tau = rk["kendall_tau"]
+        r.p(f"{scale}: ranking by A, every arm run to the end against the sequential design (each "
+            f"arm's A read where its verdict was read): Kendall tau = {tau:.2f} over "
+            f"{rk['n_arms']} arms; same best arm: {rk['same_best']}. (Ranking by final pass rate "
+            f"would price stopping as losing, which this rule does not do.)"
+            if tau == tau else f"{scale}: fewer than 2 arms with an A, no ranking to compare.")
     for scale, rk in ({} if resolved else table.attrs["ranking"]).items():
         tau = rk.get("kendall_tau")
         r.p(f"{scale}: Kendall tau between the full ranking (final pass rate) and the halved one "

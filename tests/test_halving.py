@@ -177,6 +177,14 @@ def test_resolved_rule_stops_the_reference_once_all_is_decided_and_replays(tmp_p
     assert all(v["read_at"] == 150 for v in verdicts.values())
     assert verdicts["cispo"]["sequential"] == verdicts["cispo"]["full"] == "moved A"
     assert verdicts["rloo"]["agree"] is True
+    # ranked by A: each arm's A at the end (400) against its A where it stopped (150)
+    from analysis.halving import ranking_agreement
+    end = decide_from_dir(tmp_path, rung=400, n_boot=300, rule="resolved", margin=0.05)
+    a_end, a_150 = (dict(zip(t["arm"], t["A"])) for t in (end, table))
+    assert a_end != a_150 and set(a_end) == {"grpo", "dapo", "cispo", "rloo"}
+    (scale,) = rec["ranking_A"]
+    assert rec["ranking_A"][scale] == ranking_agreement(a_end, a_150)
+    assert -1 <= rec["ranking_A"][scale]["kendall_tau"] <= 1
 
 
 def test_sweep_cli_refuses_halving_rule_flags_that_cannot_act(tmp_path, capsys):
@@ -208,7 +216,9 @@ def test_analyze_replays_the_resolved_rule(tmp_path):
                  "--margin", "0.05", "--halving-replay", "150", "--halving-rule", "resolved"]) == 0
     md = (tmp_path / "analysis" / "report.md").read_text()
     assert "Sequential looks (stop what is resolved), replayed on this sweep" in md
-    assert "against the full sweep's:" in md and "Kendall tau" not in md
+    assert "against the full sweep's:" in md
+    assert "ranking by A, every arm run to the end against the sequential design" in md
+    assert "Kendall tau between the full ranking (final pass rate)" not in md
     table = pd.read_csv(tmp_path / "analysis" / "halving.csv")
     stops = table[table["decision"] == "stop"]
     assert set(stops["arm"]) >= {"cispo", "rloo"}
