@@ -129,22 +129,31 @@ def effect_cells(ref: Group, var: Group, noise: NoiseModel, n_sweeps: int, seed:
     return out
 
 
-def _up_to(curve: CurveData, step: int) -> CurveData:
-    """The group's runs with their evals at or before ``step`` (a look at a rung)."""
+def _up_to(curve: CurveData, step: int | None, seeds: int | None = None) -> CurveData:
+    """What a look sees of a group: its first ``seeds`` runs (all if None; the simulator draws
+    seeds one after the other, so the first n runs are an n-seed group) with their evals at or
+    before ``step`` (all if None)."""
+    runs = curve.runs[:seeds] if seeds is not None else curve.runs
+    if step is None:
+        return CurveData(curve.label, list(runs))
     return CurveData(curve.label, [replace(r, steps=r.steps[r.steps <= step],
                                            compute=r.compute[r.steps <= step],
                                            y=r.y[r.steps <= step], stderr=r.stderr[r.steps <= step])
-                                   for r in curve.runs])
+                                   for r in runs])
 
 
-def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sweeps: int,
-                   seed: int, margin: float = DEFAULT_MARGIN,
-                   n_boot: int = 1000) -> tuple[dict[str, list[str]], dict[str, float]]:
+def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int | None,
+                   n_sweeps: int, seed: int, margin: float = DEFAULT_MARGIN, n_boot: int = 1000,
+                   look_seeds: int | None = None
+                   ) -> tuple[dict[str, list[str]], dict[str, float]]:
     """:func:`effect_cells` for the sequential rule (``rlablate sweep --halving-rule resolved``,
     analysis/halving.py): each simulated pair is first compared on its evals up to ``look_at``; a
     verdict in :data:`analysis.claims.RESOLVED` is the one reported, otherwise the pair goes on
     and its verdict is read at the end. Two chances to give a verdict are two chances to give a
     wrong one: the rows of :func:`effect_rows` on these cells are the rule's error rates.
+    ``look_seeds``: the look sees only the first that many seeds of each arm (``look_at`` None:
+    all their steps), the end all of them: a design that adds seeds to what a look leaves open
+    (as a report's ``resolve_at`` suggests) looks twice too.
 
     The simulated runs are :func:`effect_cells`'s draw for draw (the same generator, consumed in
     the same order; a look only cuts the curves), so a pair not stopped at the look gets exactly
@@ -161,13 +170,14 @@ def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int, n_sw
         r0_obs = sim.r0(r0_i)
         ref_curve = sim.group("ref", ref, r0_i, a_i, r0_obs, noise.B, c_mid)
         ref_end = _fit(ref_curve, n_boot, i)
-        ref_look = _fit(_up_to(ref_curve, look_at), n_boot, i)
+        ref_look = _fit(_up_to(ref_curve, look_at, look_seeds), n_boot, i)
         for name, (dA, b_ratio) in truths.items():
             if ref_end[0] is None or not ref_end[0].identified:  # as effect_cells: no variant drawn
                 out[name].append(_effect(ref_end, ref_end, margin))
                 continue
             v_curve = sim.group("var", var, r0_i, a_i, r0_obs, noise.B * b_ratio, c_mid, dA)
-            first = _effect(ref_look, _fit(_up_to(v_curve, look_at), n_boot, i), margin)
+            first = _effect(ref_look, _fit(_up_to(v_curve, look_at, look_seeds), n_boot, i),
+                            margin)
             if first in RESOLVED:
                 early[name] += 1
                 out[name].append(first)
@@ -236,7 +246,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
               seed: int = 0, margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
               n_boot: int = 1000, progress=None,
               replications: tuple[int, ...] | None = None,
-              look_at: int | None = None) -> pd.DataFrame:
+              look_at: int | None = None, look_seeds: int | None = None) -> pd.DataFrame:
     """The calibration table of a schedule (:func:`read_schedule`): one row per verdict, setting
     and kind (false positive / power) with the rate over ``n_sweeps`` simulated sweeps and its
     95% Clopper-Pearson interval. Settings are the distinct (reference, variant) schedules of the
@@ -250,10 +260,13 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
 
     ``look_at`` (a step): the design-choice comparisons (and claim 3) under the sequential rule,
     a first look at that step and the end (:func:`two_look_cells`); the table's ``stopped_early``
-    column gives the share of simulated pairs the look stopped, under the row's truth."""
+    column gives the share of simulated pairs the look stopped, under the row's truth.
+    ``look_seeds`` (a seed count): the look sees each arm's first that many seeds (at ``look_at``,
+    or at the end); what is open there is read again with all the spec's seeds."""
     noise = noise or NoiseModel()
-    if look_at is not None and replications is not None:
-        raise ValueError("look_at and replications: one at a time")
+    looks = look_at is not None or look_seeds is not None
+    if looks and replications is not None:
+        raise ValueError("a look and replications: one at a time")
     if replications is not None:
         groups = [replace(g, seeds=sum(replications)) for g in groups]  # claims: the union
     by_scale: dict[str, dict[str, Group]] = {}
@@ -281,10 +294,13 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
         t0 = time.perf_counter()
         early = None
-        if look_at is not None:
-            if look_at >= min(r_steps, v_steps):
+        if looks:
+            if look_at is not None and look_at >= min(r_steps, v_steps):
                 raise ValueError(f"look_at {look_at}: not below {min(r_steps, v_steps)} steps")
-            cells, early = two_look_cells(ref, var, noise, look_at, n_sweeps, seed, margin, n_boot)
+            if look_seeds is not None and not 2 <= look_seeds < min(r_seeds, v_seeds):
+                raise ValueError(f"look_seeds {look_seeds}: not in [2, {min(r_seeds, v_seeds)})")
+            cells, early = two_look_cells(ref, var, noise, look_at, n_sweeps, seed, margin, n_boot,
+                                          look_seeds)
         else:
             cells = effect_cells(ref, var, noise, n_sweeps, seed, margin, n_boot, replications)
         results[key] = cells
@@ -295,7 +311,9 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
                    f"{seeds} ({len(who)} comparisons: "
                    f"{', '.join(who[:3])}{', ...' if len(who) > 3 else ''})")
         if early is not None:
-            setting = f"looks at step {look_at} and the end: {setting}"
+            where = " with ".join(x for x in (look_at and f"step {look_at}",
+                                              look_seeds and f"{look_seeds} seeds") if x)
+            setting = f"looks at {where} and the end: {setting}"
         rows += [dict(r, stopped_early=early[r["truth"]]) if early is not None else r
                  for r in effect_rows(setting, cells)]
         covered[setting] = list(who)
@@ -362,7 +380,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
             progress(f"claim 4: {time.perf_counter() - t0:.1f} s")
     table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
                                         "rate", "lo", "hi"]
-                         + (["stopped_early"] if look_at is not None else []))
+                         + (["stopped_early"] if looks else []))
     fp = table["kind"] == "false positive"
     table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
     table.attrs["members"] = covered

@@ -252,6 +252,11 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                         help="the sequential rule (`rlablate sweep --halving STEP --halving-rule "
                              "resolved`): each comparison looked at at STEP and, if not resolved "
                              "there, at the end; its error rates and the share stopped early")
+    parser.add_argument("--look-at-seeds", type=int, default=None, metavar="N",
+                        help="a look at each arm's first N seeds (at --look-at, else at the end) "
+                             "and, for what it leaves open, again with all the spec's seeds: "
+                             "what adding seeds to an open comparison (a report's resolve_at) "
+                             "costs in false positives")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
@@ -303,9 +308,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
               f"{min(g.steps for g in groups) - 1}] (below every group's steps), without "
               "--replications", file=sys.stderr)
         return 2
+    fewest = min(g.seeds for g in groups)
+    if args.look_at_seeds is not None and (replications or not 2 <= args.look_at_seeds < fewest):
+        print(f"rlablate calibrate: error: --look-at-seeds = {args.look_at_seeds}: a seed count in "
+              f"[2, {fewest - 1}] (below every group's seeds), without --replications",
+              file=sys.stderr)
+        return 2
     table = calibrate(groups, noise, args.sweeps, args.seed, args.margin, args.reference,
                       args.bootstrap, progress=lambda m: print(f"  {m}", file=sys.stderr),
-                      replications=replications, look_at=args.look_at)
+                      replications=replications, look_at=args.look_at,
+                      look_seeds=args.look_at_seeds)
     what = (f"{len(replications)} replications (seeds {'+'.join(map(str, replications))} an "
             "arm) pooled as `rlablate combine` pools them" if replications else "one study")
     print(f"calibration of sweep {name!r} ({len(groups)} groups; {what}), {args.sweeps} "

@@ -289,3 +289,45 @@ def test_cli_look_at(tmp_path, capsys):
         assert calibrate_main([str(spec)] + bad) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--look-at" in err
+
+
+def test_a_look_at_fewer_seeds_draws_the_same_runs():
+    """Adding seeds to what a look leaves open (a report's resolve_at) is a second look too: a
+    look at every seed is the single look, verdict for verdict; a look at 2 of 4 seeds changes
+    only the pairs it stopped, each to a resolved verdict, and the share it reports counts them."""
+    from analysis.calibrate import two_look_cells
+    from analysis.claims import RESOLVED
+    noise = NoiseModel(mid_frac=0.2, seed_sd_A=0.005, seed_sd_logB=0.05)
+    g = Group("grpo", "", 200, 10, 4, 2048, 1)
+    single = effect_cells(g, g, noise, 8, seed=2, margin=0.05, n_boot=60)
+    same, all_seeds = two_look_cells(g, g, noise, None, 8, seed=2, margin=0.05, n_boot=60,
+                                     look_seeds=4)
+    assert same == single
+    few, share = two_look_cells(g, g, noise, None, 8, seed=2, margin=0.05, n_boot=60,
+                                look_seeds=2)
+    for t in single:
+        changed = [a for a, b in zip(few[t], single[t]) if a != b]
+        assert all(v in RESOLVED for v in changed)
+        assert len(changed) <= round(share[t] * 8)
+    # measured: the 2-seed look stops 1 of 8 null pairs (the full look none) and changes its verdict
+    assert share != all_seeds and any(a != b for t in single for a, b in zip(few[t], single[t]))
+
+
+def test_cli_look_at_seeds(tmp_path, capsys):
+    from analysis.cli import calibrate_main
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid:\n  algo.preset: [grpo, dapo]\nset:\n  train.steps: 60\n"
+                    "  eval.every: 10\nseeds: 3\n")
+    for args, where in ((["--look-at-seeds", "2"], "2 seeds"),
+                        (["--look-at", "30", "--look-at-seeds", "2"], "step 30 with 2 seeds")):
+        assert calibrate_main([str(spec), "--sweeps", "4", "--bootstrap", "40", *args,
+                               "--out", str(tmp_path / "c.csv")]) == 0
+        table = pd.read_csv(tmp_path / "c.csv")
+        looked = table[table["setting"].str.startswith(f"looks at {where} and the end: grpo 60")]
+        assert len(looked) == 8 and looked["stopped_early"].between(0, 1).all()
+    capsys.readouterr()
+    for bad in (["--look-at-seeds", "3"], ["--look-at-seeds", "1"],
+                ["--look-at-seeds", "2", "--replications", "3,3"]):
+        assert calibrate_main([str(spec)] + bad) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--look-at-seeds" in err
