@@ -43,7 +43,10 @@ RULE = ("`resolve_at` (not resolved rows): the seeds per arm at which this dA in
         f"sqrt(n) with the seeds n (analysis/resolve.py; up to {MAX_SEEDS} seeds): *no effect on "
         "A* where |dA| is below the margin, *moved A* where it is not. Where a fit is not "
         "identified it names the arm and says *more steps*: its A is extrapolated past the last "
-        "eval, which more seeds do not bound (measured in LOG, session 24).")
+        "eval, which more seeds do not bound (measured in LOG, session 24). Running those seeds "
+        "once this report is read is a second look: `rlablate calibrate SPEC --look-at-seeds N` "
+        "(N the seeds run so far) gives each verdict's false-positive rate with it (study-m4's "
+        "filter, 4 then 6 seeds: *no effect on A* 0.035 -> 0.055; LOG, session 27).")
 
 
 def _t_scale(n: int) -> float:
