@@ -86,7 +86,13 @@ def planner_section(r, table: pd.DataFrame, planned: pd.DataFrame, opt) -> None:
                else "") + ".")
         r.table(planned)
         est, took = planned.attrs.get("wall", (None, None))
-        if est is not None and took is not None:
+        done, total = planned.attrs.get("wall_runs", (None, None))
+        if est is not None and took is not None and done is not None and done < total:
+            r.p(f"Pre-registered wall (`est_wall_min`, analysis/wall.py): {est:.1f} min for all "
+                f"{total} runs; this sweep submitted {done} of them (the others had finished "
+                f"before and were skipped) and took {took / 60:.1f} min, so the two are not "
+                f"compared.")
+        elif est is not None and took is not None:
             r.p(f"Pre-registered wall (`est_wall_min`, analysis/wall.py): {est:.1f} min; the "
                 f"runs took {took / 60:.1f} min (first job record to the last run's summary; "
                 f"ratio {took / 60 / est:.2f}).")

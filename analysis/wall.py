@@ -202,6 +202,14 @@ def budget_walls(budget: pd.DataFrame, groups, costs: dict[str, RunCost], refere
     return out
 
 
+def submitted_runs(root: str | Path) -> int:
+    """How many distinct runs the sweep(s) at or below ``root`` submitted (their job records): a
+    sweep that found some of its runs finished skipped them, and its wall covers only these."""
+    root = Path(root)
+    return len({run_id for d in [root, *sorted(p for p in root.glob("*") if p.is_dir())]
+                for run_id, _ in job_records(d)})
+
+
 def achieved_wall(root: str | Path) -> float | None:
     """Seconds from the first job record (``jobs.jsonl``) of the sweep(s) at or below ``root`` to
     the last write of any of their runs' summaries: what the sweep took, launches and gaps

@@ -140,6 +140,14 @@ def test_achieved_wall_and_the_reports_line(tmp_path):
     md = r.to_markdown()
     assert "Pre-registered wall (`est_wall_min`, analysis/wall.py): 40.0 min; the runs took " \
            "44.0 min" in md and "ratio 1.10" in md
+    # a sweep that skipped runs it found finished: its wall covers only what it submitted
+    assert wall.submitted_runs(tmp_path) == 3
+    planned.attrs["wall_runs"] = (3, 12)
+    r = Report()
+    planner_section(r, pd.DataFrame(), planned, SimpleNamespace(plan=0, reference="grpo"))
+    md = r.to_markdown()
+    assert "40.0 min for all 12 runs; this sweep submitted 3 of them" in md
+    assert "44.0 min, so the two are not compared" in md and "ratio 1.10" not in md
 
 
 def test_write_plan_records_the_estimated_wall(tmp_path):
