@@ -331,10 +331,11 @@ def replay(sweep_dir, rungs: list[int], eval_set: str = "in_dist", n_boot: int =
         at_end = _verdicts(end)
         read = {k: v for rung, t in decisions for k, v in _verdicts(t).items()
                 if k in stopped_at and stopped_at[k][1] == rung}
-        width = {(r["scale"], r["arm"]): r["dA_hi"] - r["dA_lo"] for r in end.to_dict("records")}
+        end_rows = end.to_dict("records")
+        width = {(r["scale"], r["arm"]): r["dA_hi"] - r["dA_lo"] for r in end_rows}
         planned = {(r["scale"], r["arm"]): (rung, r["planned_width"]) for rung, t in decisions
                    for r in t.to_dict("records") if np.isfinite(r["planned_width"])}
-        a_end = {(r["scale"], r["arm"]): r["A"] for r in end.to_dict("records")}
+        a_end = {(r["scale"], r["arm"]): r["A"] for r in end_rows}
         a_read = dict(a_end) | {(r["scale"], r["arm"]): r["A"] for rung, t in decisions
                                 for r in t.to_dict("records")
                                 if stopped_at.get((r["scale"], r["arm"]), (0, None))[1] == rung}

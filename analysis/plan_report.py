@@ -41,19 +41,23 @@ def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None,
 
 
 def plan_tables(opt, fits, effects, primary, specs, schedule, pilot: PilotNoise | None = None,
-                achieved_wall_s: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                achieved_wall_s: float | None = None,
+                achieved_runs: tuple[int, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The planner's predictions for this study's own schedule and noise, and the spec's
     pre-registered widths beside the achieved ones (analysis.plan). ``schedule``: the study's
     groups as it ran them (:func:`analysis.schedule.schedule_from_results`: steps, eval interval,
     seeds, eval items and samples per item), so the prediction simulates the design that ran;
     ``pilot``: the noise its reference runs measured (:func:`study_noise`; measured here when
     not given). ``achieved_wall_s``: what the sweep took (analysis.wall.achieved_wall), printed
-    beside the plan's ``est_wall_min``."""
+    beside the plan's ``est_wall_min``; ``achieved_runs``: (runs the sweep submitted, runs in
+    the study), so that a sweep that skipped finished runs is not timed against the plan for all
+    of them."""
     planned = pd.DataFrame()
     for spec in specs:
         if spec.get("plan") and len(effects):
             planned = planned_vs_achieved(spec["plan"], effects)
             planned.attrs["wall"] = (spec["plan"].get("est_wall_min"), achieved_wall_s)
+            planned.attrs["wall_runs"] = achieved_runs or (None, None)
     if opt.plan <= 0 or not schedule:
         return pd.DataFrame(), planned
     groups = list(schedule)

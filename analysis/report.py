@@ -232,9 +232,8 @@ def run_analysis(opt: AnalysisOptions) -> dict:
     effects = attach_seed_pairing(effects, seed_pairing(fits, runs, primary, opt.reference, axes.seed))
     from analysis.wall import achieved_wall, submitted_runs
     plan_table, planned = plan_tables(opt, fits, effects, primary, _sweep_specs(root), schedule,
-                                      measured, None if opt.up_to_step else achieved_wall(root))
-    if "wall" in planned.attrs:
-        planned.attrs["wall_runs"] = (submitted_runs(root), runs["run_id"].nunique())
+                                      measured, None if opt.up_to_step else achieved_wall(root),
+                                      (submitted_runs(root), runs["run_id"].nunique()))
     from analysis.paradigms import oxrl_tables
     oxrl = oxrl_tables(finals, runs, axes, primary, opt)
     from analysis.halving import halving_table

@@ -202,25 +202,28 @@ def budget_walls(budget: pd.DataFrame, groups, costs: dict[str, RunCost], refere
     return out
 
 
+def _records_below(root: str | Path) -> list[tuple[Path, str, float]]:
+    """(sweep directory, run_id, time) of every job record of the sweep(s) at or below ``root``."""
+    root = Path(root)
+    return [(d, run_id, t) for d in [root, *sorted(p for p in root.glob("*") if p.is_dir())]
+            for run_id, t in job_records(d)]
+
+
 def submitted_runs(root: str | Path) -> int:
     """How many distinct runs the sweep(s) at or below ``root`` submitted (their job records): a
     sweep that found some of its runs finished skipped them, and its wall covers only these."""
-    root = Path(root)
-    return len({run_id for d in [root, *sorted(p for p in root.glob("*") if p.is_dir())]
-                for run_id, _ in job_records(d)})
+    return len({run_id for _, run_id, _ in _records_below(root)})
 
 
 def achieved_wall(root: str | Path) -> float | None:
     """Seconds from the first job record (``jobs.jsonl``) of the sweep(s) at or below ``root`` to
     the last write of any of their runs' summaries: what the sweep took, launches and gaps
     included (a resumed sweep counts its pause). None without job records."""
-    root = Path(root)
     first, last = None, None
-    for sweep_dir in [root, *sorted(p for p in root.glob("*") if p.is_dir())]:
-        for run_id, t in job_records(sweep_dir):
-            first = t if first is None else min(first, t)
-            summ = sweep_dir / run_id / "summary.json"
-            if summ.exists():
-                m = summ.stat().st_mtime
-                last = m if last is None else max(last, m)
+    for sweep_dir, run_id, t in _records_below(root):
+        first = t if first is None else min(first, t)
+        summ = sweep_dir / run_id / "summary.json"
+        if summ.exists():
+            m = summ.stat().st_mtime
+            last = m if last is None else max(last, m)
     return None if first is None or last is None else last - first
