@@ -346,18 +346,20 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         if not pairs12:
             continue
         t0 = time.perf_counter()
-        cells = claim12_cells(pairs12, steps, noise, n_sweeps, seed, claim)
-        s12 = f"{claim} ({len(pairs12)} paired runs, {steps} common steps)"
-        rows.append(_row(f"{claim} reproduces", s12, "false positive", "null",
-                         *_rate(cells["null"], lambda v: v == "reproduces")))
-        rows.append(_row(f"{claim} reproduces", s12, "power", "alt",
-                         *_rate(cells["alt"], lambda v: v == "reproduces")))
-        rows.append(_row(f"{claim} does not reproduce", s12, "false positive", "alt",
-                         *_rate(cells["alt"], lambda v: v == "does not reproduce")))
-        rows.append(_row(f"{claim} no effect", s12, "false positive", "alt",
-                         *_rate(cells["alt"], lambda v: v.startswith("no effect"))))
-        rows.append(_row(f"{claim} no effect", s12, "power", "null",
-                         *_rate(cells["null"], lambda v: v.startswith("no effect"))))
+        claim_look = _claim_look(look_seeds, {s for _, s in pairs12}, claim)
+        cells = claim12_cells(pairs12, steps, noise, n_sweeps, seed, claim, claim_look)
+        s12 = _look_label(claim_look, f"{claim} ({len(pairs12)} paired runs, {steps} common steps)")
+        rows += _with_stopped([
+            _row(f"{claim} reproduces", s12, "false positive", "null",
+                 *_rate(cells["null"], lambda v: v == "reproduces")),
+            _row(f"{claim} reproduces", s12, "power", "alt",
+                 *_rate(cells["alt"], lambda v: v == "reproduces")),
+            _row(f"{claim} does not reproduce", s12, "false positive", "alt",
+                 *_rate(cells["alt"], lambda v: v == "does not reproduce")),
+            _row(f"{claim} no effect", s12, "false positive", "alt",
+                 *_rate(cells["alt"], lambda v: v.startswith("no effect"))),
+            _row(f"{claim} no effect", s12, "power", "null",
+                 *_rate(cells["null"], lambda v: v.startswith("no effect")))], cells)
         if progress:
             progress(f"{claim}: {time.perf_counter() - t0:.1f} s")
     # claim 4: the presets (no ablations) at every scale
@@ -367,15 +369,19 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     if presets:
         g0 = next(iter(by_scale[next(iter(presets))].values()))
         t0 = time.perf_counter()
-        cells = claim4_cells(presets, g0.seeds, noise, g0.n_items, g0.k, n_sweeps, seed)
+        claim_look = _claim_look(look_seeds, set(range(g0.seeds)), "claim 4")
+        cells = claim4_cells(presets, g0.seeds, noise, g0.n_items, g0.k, n_sweeps, seed,
+                             claim_look)
         n_alg = max(len(p) for p in presets.values())
-        s4 = f"claim 4 ({n_alg} presets x {len(presets)} scales x {g0.seeds} seeds)"
-        rows.append(_worst("claim 4 reproduces", s4, cells, ("null", "zero"),
-                           lambda v: v == "reproduces"))
-        rows.append(_row("claim 4 reproduces", s4, "power", "alt",
-                         *_rate(cells["alt"], lambda v: v == "reproduces")))
-        rows.append(_worst("claim 4 does not reproduce", s4, cells, ("null", "zero", "alt"),
-                           lambda v: v == "does not reproduce"))
+        s4 = _look_label(claim_look,
+                         f"claim 4 ({n_alg} presets x {len(presets)} scales x {g0.seeds} seeds)")
+        rows += _with_stopped([
+            _worst("claim 4 reproduces", s4, cells, ("null", "zero"),
+                   lambda v: v == "reproduces"),
+            _row("claim 4 reproduces", s4, "power", "alt",
+                 *_rate(cells["alt"], lambda v: v == "reproduces")),
+            _worst("claim 4 does not reproduce", s4, cells, ("null", "zero", "alt"),
+                   lambda v: v == "does not reproduce")], cells)
         if progress:
             progress(f"claim 4: {time.perf_counter() - t0:.1f} s")
     table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
@@ -385,6 +391,27 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
     table.attrs["members"] = covered
     return table
+
+
+def _claim_look(look_seeds: int | None, seeds: set[int], claim: str) -> int | None:
+    """The seed look a claim's cells take: ``look_seeds`` where the claim's runs have more seeds
+    than that, None (one look) where they have no more (a claim cannot look at seeds it lacks)."""
+    if look_seeds is None or len(seeds) <= look_seeds:
+        return None
+    if look_seeds < 2:
+        raise ValueError(f"look_seeds {look_seeds}: {claim} needs at least 2 seeds at its look")
+    return look_seeds
+
+
+def _look_label(look_seeds: int | None, setting: str) -> str:
+    return setting if look_seeds is None else f"looks at {look_seeds} seeds and all: {setting}"
+
+
+def _with_stopped(rows: list[dict], cells: dict) -> list[dict]:
+    """Claim rows with the share of simulated sweeps a seed look decided under each row's
+    truth (``stopped_early``), where the cells took one."""
+    stopped = cells.get("stopped")
+    return rows if stopped is None else [dict(r, stopped_early=stopped[r["truth"]]) for r in rows]
 
 
 TRUTHS = {

@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.claims import (CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verdict,
                              claim2_verdict, claim4_verdict)
+from analysis.variance import CLAIM4_DECIDED
 
 if TYPE_CHECKING:
     from analysis.simulate import NoiseModel
@@ -48,16 +49,46 @@ def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], ho
 LEN_LEVEL, ENTROPY_LEVEL = 20.0, 0.7  # simulated levels of claims 1 and 2 (tokens, nats)
 
 
+def _looked(decide, look: list[int] | None, stops, early: list[bool]) -> str:
+    """One simulated sweep's verdict under a seed look: ``decide(rows)`` on the ``look`` rows
+    first; where ``stops`` that verdict, it stands (``early`` records it), else ``decide`` on
+    every row. ``look`` None: one look at every row."""
+    if look is not None:
+        first = decide(look)
+        early.append(bool(stops(first)))
+        if early[-1]:
+            return first
+    return decide(None)
+
+
+def _subset(vals: dict[str, np.ndarray], pairs: list, rows: list[int] | None):
+    if rows is None:
+        return vals, pairs
+    return {k: v[rows] for k, v in vals.items()}, [pairs[j] for j in rows]
+
+
 def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
-                  seed: int, claim: str = "claim 1") -> dict[str, list[str]]:
+                  seed: int, claim: str = "claim 1", look_seeds: int | None = None
+                  ) -> dict[str, list[str]]:
     """Claim 1 or 2 under its null and alternative, ``pairs`` = the (scale, seed) pairs both
     compared variants have, over ``steps`` common steps. Claim 1 null: both variants' incorrect
     responses grow by len_growth (Dr. GRPO stops nothing); alternative: Dr. GRPO's stay flat.
-    Claim 2 null: equal entropy; alternative: clip-higher + entropy_effect."""
+    Claim 2 null: equal entropy; alternative: clip-higher + entropy_effect.
+
+    ``look_seeds``: a look at the pairs whose seed index is below it first; a verdict other than
+    "not resolved" there stands, else the claim is read again on every pair (the seeds a
+    report's budget names, added after it was read). The result's ``stopped`` holds, per truth,
+    the share of sweeps the look decided."""
     rng = np.random.default_rng([seed, 1 if claim == "claim 1" else 2])
     n = len(pairs)
     out = {"null": [], "alt": []}
+    early = {"null": [], "alt": []}
+    look = None if look_seeds is None else [j for j, (_, s) in enumerate(pairs) if s < look_seeds]
     nz = noise
+
+    def resolved(v: str) -> bool:
+        return v != "not resolved"
+
     for _ in range(n_sweeps):
         if claim == "claim 1":
             for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
@@ -65,26 +96,37 @@ def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n
                                         nz.len_step_sd),
                         "dr_grpo": _series(rng, n, steps, LEN_LEVEL, dr_growth, nz.len_seed_sd,
                                            nz.len_step_sd)}
-                out[truth].append(claim1_verdict(_trend_frame(vals, pairs, "change", steps),
-                                                 "grpo", "dr_grpo",
-                                                 CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0])
+
+                def decide(rows, vals=vals):
+                    v, p = _subset(vals, pairs, rows)
+                    return claim1_verdict(_trend_frame(v, p, "change", steps), "grpo",
+                                          "dr_grpo", CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0]
+                out[truth].append(_looked(decide, look, resolved, early[truth]))
         else:
             for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
                 vals = {"grpo": _series(rng, n, steps, ENTROPY_LEVEL, 0.0, 0.0, nz.entropy_step_sd,
                                         nz.entropy_seed_sd),
                         "clip": _series(rng, n, steps, ENTROPY_LEVEL + effect, 0.0, 0.0,
                                         nz.entropy_step_sd, nz.entropy_seed_sd)}
-                out[truth].append(claim2_verdict(_trend_frame(vals, pairs, "late_mean", steps),
-                                                 "clip", "grpo",
-                                                 margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0])
+
+                def decide(rows, vals=vals):
+                    v, p = _subset(vals, pairs, rows)
+                    return claim2_verdict(_trend_frame(v, p, "late_mean", steps), "clip", "grpo",
+                                          margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0]
+                out[truth].append(_looked(decide, look, resolved, early[truth]))
+    if look is not None:
+        out["stopped"] = {t: float(np.mean(e)) for t, e in early.items()}
     return out
 
 
 def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n_items: int,
-                 k: int, n_sweeps: int, seed: int) -> dict[str, list[str]]:
+                 k: int, n_sweeps: int, seed: int, look_seeds: int | None = None
+                 ) -> dict[str, list[str]]:
     """Claim 4 under equal true spreads (null, both ``spread``), no differences at all (zero) and
     the alternative (held-out spread ``spread_alt_held_out``). ``presets``: scale -> the preset
-    names at that scale."""
+    names at that scale. ``look_seeds``: each algorithm's first that many seeds are read first;
+    *reproduces* or *does not reproduce* there stands, anything else is read again with all
+    ``seeds`` (``stopped``: the share the look decided, per truth)."""
     rng = np.random.default_rng([seed, 4])
     nz = noise
     se_eval = {s: np.sqrt(max(p * (1 - p), 0.05) / (k * n_items)) for s, p in
@@ -92,17 +134,20 @@ def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n
     truths = {"null": (nz.spread, nz.spread), "zero": (0.0, 0.0),
               "alt": (nz.spread, nz.spread_alt_held_out)}
     cols = {"variant": [], "scale_value": [], "eval_set": []}
-    sizes = []
+    seed_of, sizes = [], []
     for scale, names in presets.items():
         for es in ("in_dist", "held_out"):
             for name in names:
-                for _ in range(seeds):
+                for s in range(seeds):
+                    seed_of.append(s)
                     cols["variant"].append(name)
                     cols["scale_value"].append(scale)
                     cols["eval_set"].append(es)
             sizes.append((es, len(names)))
     frame = pd.DataFrame(cols)
+    look = None if look_seeds is None else np.flatnonzero(np.array(seed_of) < look_seeds)
     out = {t: [] for t in truths}
+    early = {t: [] for t in truths}
     for _ in range(n_sweeps):
         for truth, (sp_in, sp_ho) in truths.items():
             finals, r0s = [], []
@@ -117,5 +162,13 @@ def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n
                 finals.append((0.07 + mu[:, None] + noise_runs).ravel())
                 r0s.append(np.full(n_alg * seeds, r0))
             fin = frame.assign(final=np.concatenate(finals), r0=np.concatenate(r0s))
-            out[truth].append(claim4_verdict(fin, "in_dist", "held_out")[0])
+
+            def decide(rows, fin=fin):
+                return claim4_verdict(fin if rows is None else fin.iloc[rows], "in_dist",
+                                      "held_out")[0]
+            out[truth].append(_looked(decide, look, lambda v: v in CLAIM4_DECIDED,
+                                      early[truth]))
+    if look is not None:
+        out["stopped"] = {t: float(np.mean(e)) for t, e in early.items()}
     return out
+

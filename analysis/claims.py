@@ -32,9 +32,9 @@ from scipy import stats
 
 from analysis.groups import up_to_common_step
 from analysis.load import TRAIN_KEYS
-from analysis.resolve import claim1_budget, claim2_budget, needs_steps
-from analysis.variance import (between_variants, claim4_verdict,  # noqa: F401 (re-exported)
-                               spread_difference)
+from analysis.resolve import claim1_budget, claim2_budget, claim4_budget, needs_steps
+from analysis.variance import (  # noqa: F401 (between_variants, spread_difference re-exported)
+    CLAIM4_DECIDED, between_variants, claim4_verdict, spread_difference)
 
 REFERENCE = "grpo"
 #: config keys that describe the algorithm (the design space); compared between variants
@@ -394,12 +394,14 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
         fin = pd.DataFrame(inputs["4"]["finals"],
                            columns=["variant", "scale_value", "eval_set", "final", "r0"])
         verdict, parts = claim4_verdict(fin, eval_set, held_out)
+        budget = (claim4_budget(fin, eval_set, held_out)
+                  if verdict not in CLAIM4_DECIDED else "")
         out.append(_claim(4, text4, verdict, f"{len(presets)} algorithms, gain = final - R0 per "
                           "run; the between-algorithm sd is what remains after the seed-to-seed "
                           "(and eval) noise within an algorithm is taken out; the F-test asks "
                           "whether the algorithms differ at all, z whether the in-distribution "
                           "variance component exceeds the held-out one (one-sided, 2.5%). "
-                          + "; ".join(parts)))
+                          + "; ".join(parts), budget))
     else:
         out.append(_claim(4, text4, "not tested", f"needs >2 algorithms evaluated on {eval_set} "
                           f"and {held_out}"))

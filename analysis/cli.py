@@ -256,7 +256,9 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                         help="a look at each arm's first N seeds (at --look-at, else at the end) "
                              "and, for what it leaves open, again with all the spec's seeds: "
                              "what adding seeds to an open comparison (a report's resolve_at) "
-                             "costs in false positives")
+                             "costs in false positives. The seed claims 1, 2 and 4 take the same "
+                             "look (decided there: it stands; else read with every seed), as a "
+                             "claim's budget run after the report is")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,

@@ -450,7 +450,12 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
     r.p("Each claim is decided from these runs alone, with its numbers; a claim that does not "
         "reproduce is reported as such (nothing was tuned until it did). Verdicts: reproduces / "
         "does not reproduce / not resolved (the intervals cannot tell) / not tested (the runs "
-        "it needs are missing).")
+        "it needs are missing)."
+        + (" A budget is the seeds per arm at which the claim's own rule would decide it if the "
+           "observed estimates held (analysis/resolve.py); running them after this report is a "
+           "second look, whose false-positive rates `rlablate calibrate SPEC --look-at-seeds N` "
+           "(N the seeds run so far) gives." if "would_resolve" in claims
+           and claims["would_resolve"].astype(bool).any() else ""))
     for rec in claims.to_dict("records"):
         fp = rec.get("fp_rate", np.nan)
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"

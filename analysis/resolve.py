@@ -12,6 +12,9 @@ narrows as seeds are added the way a mean over independent seeds does.
   are assumed small beside the seed-to-seed spread (the planner simulates all three).
 * Claims 1 and 2 (Student t intervals over per-run values): the half-width
   ``t_{0.975, n'-1} s / sqrt(n')`` with the observed sd ``s``.
+* Claim 4 (variance components of per-run gains, analysis/variance.py): each eval set's
+  between-algorithm component and within-algorithm mean square held, the between mean square at
+  its expectation with n' seeds per algorithm; claim 4's own rule applied to those.
 
 A comparison whose fit is not identified (either arm's A an extrapolation past its last eval)
 gets no seed count: seeds do not bound an extrapolated ceiling, more steps do (measured:
@@ -35,6 +38,8 @@ import math
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from analysis import variance
 
 MAX_SEEDS = 64
 
@@ -101,15 +106,15 @@ def t_seeds(values, kind: str, margin: float | None = None,
     return None
 
 
-def nearest(options: dict[str, int | None]) -> str:
-    """The claim verdict reachable with the fewest seeds, as a sentence."""
+def nearest(options: dict[str, int | None], rule: str = "t interval") -> str:
+    """The claim verdict reachable with the fewest seeds, as a sentence naming the ``rule``."""
     reach = {k: v for k, v in options.items() if v is not None}
     if not reach:
         return (f"no verdict within {MAX_SEEDS} seeds per arm (the estimate sits at the edge of "
                 "every verdict), if the observed mean and spread held")
     name = min(reach, key=reach.get)
     return (f"~{reach[name]} seeds per arm would resolve it as *{name}*, if the observed mean "
-            "and spread held (t interval; analysis/resolve.py)")
+            f"and spread held ({rule}; analysis/resolve.py)")
 
 
 def claim1_budget(grpo_growth, diffs, margin: float | None) -> str:
@@ -127,6 +132,34 @@ def claim2_budget(diffs, margin: float | None) -> str:
     return nearest({"reproduces": t_seeds(diffs, "above"),
                     "does not reproduce": t_seeds(diffs, "below"),
                     "no effect": t_seeds(diffs, "inside", margin)})
+
+
+def claim4_budget(fin: pd.DataFrame, eval_set: str, held_out: str, alpha: float = 0.05,
+                  max_seeds: int = MAX_SEEDS) -> str:
+    """Claim 4: the seeds per algorithm at which claim 4's own rule (analysis.variance.scale_call,
+    the z test of the two variance components, the F-tests and the check without the furthest
+    algorithm) would call *reproduces* (every scale "larger") or *does not reproduce* (one scale
+    "smaller"), if each set's between-algorithm component and within-algorithm mean square held
+    (variance.project_anova: MS_b at its expectation). Seeds shrink only the within-algorithm
+    noise: a component estimated from few algorithms stays as uncertain as the algorithms are
+    few, which the z test's variance carries."""
+    at = variance.scale_anovas(fin, eval_set, held_out)
+    n_scales = len(at)
+
+    def first(call: str, arrays) -> int | None:
+        a_in, a_ho, w_in, w_ho, _ = arrays
+        start = max(2, math.ceil(a_in.get("n0", 2) - 1e-9))
+        for n in range(start, max_seeds + 1):
+            proj = [variance.project_anova(a, n) for a in (a_in, a_ho, w_in, w_ho)]
+            if variance.scale_call(*proj, alpha=alpha, n_scales=n_scales)[0] == call:
+                return n
+        return None
+
+    larger = [first("larger", arrays) for arrays in at.values()]
+    smaller = [s for s in (first("smaller", arrays) for arrays in at.values()) if s]
+    return nearest({"reproduces": max(larger) if larger and all(larger) else None,
+                    "does not reproduce": min(smaller) if smaller else None},
+                   rule="claim 4's z and F tests with each set's variance components held")
 
 
 def _unidentified_arms(rec: dict, groups: dict) -> list[str]:

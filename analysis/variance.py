@@ -12,6 +12,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+#: claim 4's verdicts that decide it (the report names a budget for every other one; a seed look
+#: in the calibration stops on these)
+CLAIM4_DECIDED = ("reproduces", "does not reproduce")
+
 
 def claim4_verdict(fin: pd.DataFrame, eval_set: str, held_out: str,
                    alpha: float = 0.05) -> tuple[str, list[str]]:
@@ -26,33 +30,14 @@ def claim4_verdict(fin: pd.DataFrame, eval_set: str, held_out: str,
     (The earlier rule, "in-dist F-test p < 0.05 and the in-dist point estimate above the
     held-out one", read *reproduces* in 43.5% of simulated sweeps with equal true spreads.)"""
     scales = sorted(set(fin["scale_value"].astype(str)))
-    z_crit = stats.norm.ppf(1 - alpha / 2)
-    # "does not reproduce" needs only one scale to go the other way: Bonferroni over scales
-    z_crit_any = stats.norm.ppf(1 - alpha / 2 / max(len(scales), 1))
-    cols = {c: fin[c].to_numpy() for c in ("variant", "eval_set")}
-    scale_col = fin["scale_value"].astype(str).to_numpy()
-    gain = fin["final"].to_numpy(float) - fin["r0"].to_numpy(float)
     parts, calls, outliers = [], [], set()
-    for scale in scales:
-        at = scale_col == scale
-        m_in, m_ho = at & (cols["eval_set"] == eval_set), at & (cols["eval_set"] == held_out)
-        a_in = _anova_arrays(cols["variant"][m_in], gain[m_in])
-        a_ho = _anova_arrays(cols["variant"][m_ho], gain[m_ho])
-        (vi, pi, ri), (vh, ph, rh) = _components(a_in), _components(a_ho)
-        z = _spread_z(a_in, a_ho)
-        call = ("larger" if z >= z_crit and pi < alpha else
-                "smaller" if z <= -z_crit_any and ph < alpha else "unresolved")
-        names, codes = np.unique(cols["variant"][m_in], return_inverse=True)
-        means = np.bincount(codes, gain[m_in]) / np.bincount(codes)
-        far = str(names[np.argmax(np.abs(means - np.median(means)))]) if names.size else ""
-        keep_in, keep_ho = m_in & (cols["variant"] != far), m_ho & (cols["variant"] != far)
-        w_in = _anova_arrays(cols["variant"][keep_in], gain[keep_in])
-        w_ho = _anova_arrays(cols["variant"][keep_ho], gain[keep_ho])
-        p_wo, z_wo = _components(w_in)[1], _spread_z(w_in, w_ho)
-        if call == "larger" and (p_wo >= alpha or z_wo < z_crit):
-            call = "one algorithm"
+    for scale, arrays in scale_anovas(fin, eval_set, held_out).items():
+        a_in, a_ho, w_in, w_ho, far = arrays
+        call, (z, pi, ph, z_wo, p_wo) = scale_call(a_in, a_ho, w_in, w_ho, alpha, len(scales))
+        if call == "one algorithm":
             outliers.add(far)
         calls.append(call)
+        (vi, _, ri), (vh, _, rh) = _components(a_in), _components(a_ho)
         parts.append(f"{scale}: between-algorithm sd of the gain {eval_set} {np.sqrt(vi):.3f} "
                      f"(F-test p = {pi:.3g}, range {ri:.3f}) vs {held_out} {np.sqrt(vh):.3f} "
                      f"(p = {ph:.3g}, range {rh:.3f}); difference of the variance components "
@@ -64,6 +49,57 @@ def claim4_verdict(fin: pd.DataFrame, eval_set: str, held_out: str,
                "not resolved" if all(c == "unresolved" for c in calls) else
                "partly (" + ", ".join(calls) + ")")
     return verdict, parts
+
+
+def scale_anovas(fin: pd.DataFrame, eval_set: str, held_out: str) -> dict:
+    """Per scale (sorted): the ANOVA mean squares (:func:`_anova_arrays`) of the per-run gains
+    in-distribution and held out, the same two without the algorithm whose in-distribution
+    mean gain is furthest from the median, and that algorithm's name."""
+    cols = {c: fin[c].to_numpy() for c in ("variant", "eval_set")}
+    scale_col = fin["scale_value"].astype(str).to_numpy()
+    gain = fin["final"].to_numpy(float) - fin["r0"].to_numpy(float)
+    out = {}
+    for scale in sorted(set(scale_col)):
+        at = scale_col == scale
+        m_in, m_ho = at & (cols["eval_set"] == eval_set), at & (cols["eval_set"] == held_out)
+        names, codes = np.unique(cols["variant"][m_in], return_inverse=True)
+        means = np.bincount(codes, gain[m_in]) / np.bincount(codes)
+        far = str(names[np.argmax(np.abs(means - np.median(means)))]) if names.size else ""
+        keep_in, keep_ho = m_in & (cols["variant"] != far), m_ho & (cols["variant"] != far)
+        out[scale] = (_anova_arrays(cols["variant"][m_in], gain[m_in]),
+                      _anova_arrays(cols["variant"][m_ho], gain[m_ho]),
+                      _anova_arrays(cols["variant"][keep_in], gain[keep_in]),
+                      _anova_arrays(cols["variant"][keep_ho], gain[keep_ho]), far)
+    return out
+
+
+def scale_call(a_in: dict, a_ho: dict, w_in: dict, w_ho: dict, alpha: float = 0.05,
+               n_scales: int = 1) -> tuple[str, tuple[float, float, float, float, float]]:
+    """Claim 4's call at one scale from its mean squares (:func:`scale_anovas`): "larger",
+    "smaller", "one algorithm" or "unresolved" (rule: :func:`claim4_verdict`), with (z, F-test p
+    in-distribution, p held out, z and p without the furthest algorithm)."""
+    z_crit = stats.norm.ppf(1 - alpha / 2)
+    # "does not reproduce" needs only one scale to go the other way: Bonferroni over scales
+    z_crit_any = stats.norm.ppf(1 - alpha / 2 / max(n_scales, 1))
+    pi, ph = _components(a_in)[1], _components(a_ho)[1]
+    z = _spread_z(a_in, a_ho)
+    call = ("larger" if z >= z_crit and pi < alpha else
+            "smaller" if z <= -z_crit_any and ph < alpha else "unresolved")
+    p_wo, z_wo = _components(w_in)[1], _spread_z(w_in, w_ho)
+    if call == "larger" and (p_wo >= alpha or z_wo < z_crit):
+        call = "one algorithm"
+    return call, (z, pi, ph, z_wo, p_wo)
+
+
+def project_anova(a: dict, seeds: int) -> dict:
+    """The mean squares :func:`_anova_arrays` would give with ``seeds`` runs per variant if the
+    between-variant component V = (MS_b - MS_w) / n0 (floored at 0) and the within-variant mean
+    square MS_w held: MS_w unchanged, MS_b = seeds V + MS_w (its expectation)."""
+    if "ms_b" not in a:
+        return dict(a)
+    v = max((a["ms_b"] - a["ms_w"]) / a["n0"], 0.0)
+    return {"k": a["k"], "n": a["k"] * seeds, "range": a["range"], "n0": float(seeds),
+            "ms_w": a["ms_w"], "ms_b": seeds * v + a["ms_w"]}
 
 
 def _anova(finals: pd.DataFrame) -> dict:

@@ -331,3 +331,49 @@ def test_cli_look_at_seeds(tmp_path, capsys):
         assert calibrate_main([str(spec)] + bad) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--look-at-seeds" in err
+
+
+def test_claims_look_at_fewer_seeds_draw_the_same_runs():
+    """The seed claims under a seed look (`calibrate --look-at-seeds`, a report's claim budget
+    run after it was read): a look at every seed is the single look, draw for draw; a look at
+    fewer changes only the draws it decided, each to a decided verdict, and counts them."""
+    from analysis.calibrate_claims import claim12_cells
+    from analysis.variance import CLAIM4_DECIDED
+    noise = NoiseModel()
+    pairs = [("s", i) for i in range(6)]
+    for claim in ("claim 1", "claim 2"):
+        single = claim12_cells(pairs, 40, noise, 30, seed=5, claim=claim)
+        assert "stopped" not in single
+        same = claim12_cells(pairs, 40, noise, 30, seed=5, claim=claim, look_seeds=6)
+        assert {t: same[t] for t in single} == single
+        few = claim12_cells(pairs, 40, noise, 30, seed=5, claim=claim, look_seeds=3)
+        for t in single:
+            changed = [a for a, b in zip(few[t], single[t]) if a != b]
+            assert all(v != "not resolved" for v in changed)
+            assert len(changed) <= round(few["stopped"][t] * 30)
+        assert any(few["stopped"][t] > 0 for t in single)
+    presets = {"s": ["a", "b", "c", "d", "e"]}
+    single = claim4_cells(presets, 6, noise, 256, 1, 40, seed=3)
+    same = claim4_cells(presets, 6, noise, 256, 1, 40, seed=3, look_seeds=6)
+    assert {t: same[t] for t in single} == single and same["stopped"]["zero"] <= 0.1
+    few = claim4_cells(presets, 6, noise, 256, 1, 40, seed=3, look_seeds=3)
+    for t in single:
+        changed = [a for a, b in zip(few[t], single[t]) if a != b]
+        assert all(v in CLAIM4_DECIDED for v in changed)
+        assert len(changed) <= round(few["stopped"][t] * 40)
+    assert few["stopped"]["alt"] > 0
+
+
+def test_calibrate_table_labels_the_claims_seed_look():
+    """`calibrate(look_seeds=N)` takes the look for every claim whose runs have more than N seeds,
+    names it in the setting and gives the share it decided; one look for the rest."""
+    from analysis.calibrate import calibrate
+    groups = [Group(v, "s", 40, 10, 4, 256, 1) for v in
+              ("grpo", "dr_grpo", "dapo", "gspo", "grpo+clip_high=0.28")]
+    table = calibrate(groups, NoiseModel(), n_sweeps=6, seed=1, n_boot=40, look_seeds=2)
+    for claim in ("claim 1", "claim 2", "claim 4"):
+        rows = table[table["verdict"].str.startswith(claim)]
+        assert len(rows) and rows["setting"].str.startswith("looks at 2 seeds and all: ").all()
+        assert rows["stopped_early"].between(0, 1).all()
+    one = calibrate(groups, NoiseModel(), n_sweeps=6, seed=1, n_boot=40)
+    assert not one["setting"].str.startswith("looks at").any()

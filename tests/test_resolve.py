@@ -8,9 +8,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from analysis.claims import decide_claims
 from analysis.resolve import (MAX_SEEDS, attach_effect_budget, claim1_budget, claim2_budget,
-                              effect_seeds, t_seeds)
+                              claim4_budget, effect_seeds, t_seeds)
+from analysis.variance import _anova, claim4_verdict, project_anova
 
 
 def test_effect_seeds_by_hand():
@@ -54,6 +57,41 @@ def test_claim_budgets_name_the_nearest_verdict():
     assert claim1_budget(diffs, [1.0, 2.0, 3.0, 4.0], margin=0.1).startswith("~15 seeds")
     flat = [0.001, -0.001, 0.002, -0.002]
     assert claim2_budget(flat, margin=1e-6).startswith(f"no verdict within {MAX_SEEDS} seeds")
+
+
+def _claim4_finals(seeds_in: dict, held_out: list) -> pd.DataFrame:
+    rows = [(v, "s", "in_dist", g, 0.0) for v, gains in seeds_in.items() for g in gains]
+    rows += [(v, "s", "held_out", g, 0.0) for v in seeds_in for g in held_out]
+    return pd.DataFrame(rows, columns=["variant", "scale_value", "eval_set", "final", "r0"])
+
+
+def test_claim4_budget_by_hand():
+    # in-distribution gains of 3 algorithms, 2 seeds each: means 0.1, 0.4, 0.7; MS_b = 2 (0.09 +
+    # 0 + 0.09) / 2 = 0.18, MS_w = 6 x 0.01 / 3 = 0.02, so V = (0.18 - 0.02) / 2 = 0.08. Held
+    # out every algorithm gains 0 and 0.2: MS_b 0, MS_w 0.02, V floored at 0.
+    fin = _claim4_finals({"a": [0.0, 0.2], "b": [0.3, 0.5], "c": [0.6, 0.8]}, [0.0, 0.2])
+    # n seeds, tau2 = 0.02 / n: Var(V_in) = (2 tau2^2 + 4 tau2 0.08) / 2 + 2 tau2^2 / (3n - 3),
+    # Var(V_ho) = 2 tau2^2 / 2 + 2 tau2^2 / (3n - 3); z = 0.08 / sqrt(sum). n 2: z = 1.819 (not
+    # resolved as run); n 3: 2.324. Without "a" (furthest from the median, first of a tie): V_in
+    # = (2 (0.15^2 x 2) - 0.02) / 2 = 0.035, k 2: Var = 2 tau2^2 + 4 tau2 0.035 + 2 tau2^2 /
+    # (2n - 2), held out 2 tau2^2 + 2 tau2^2 / (2n - 2); n 9: z = 0.035 / 0.018223 = 1.921,
+    # n 10: 0.035 / 0.017230 = 2.031 (F-tests far below 0.05 by then). Reproduces at 10.
+    assert claim4_verdict(fin, "in_dist", "held_out")[0] == "not resolved"
+    assert claim4_budget(fin, "in_dist", "held_out").startswith(
+        "~10 seeds per arm would resolve it as *reproduces*")
+    # the projection at the seeds run returns the mean squares as measured (balanced, V >= 0)
+    a = _anova(fin[fin["eval_set"] == "in_dist"])
+    assert project_anova(a, 2) == pytest.approx(a)
+    assert project_anova(a, 10)["ms_b"] == pytest.approx(10 * 0.08 + 0.02)
+    # no difference between the algorithms in-distribution either: no budget reaches a verdict
+    flat = _claim4_finals({"a": [0.0, 0.2], "b": [0.0, 0.2], "c": [0.0, 0.2]}, [0.0, 0.2])
+    assert claim4_budget(flat, "in_dist", "held_out").startswith(
+        f"no verdict within {MAX_SEEDS} seeds")
+    # the report's claim table carries it where claim 4 is not resolved
+    inputs = {"eval_set": "in_dist", "held_out": "held_out",
+              "4": {"presets": ["a", "b", "c"], "finals": fin.values.tolist()}}
+    row = decide_claims(inputs, pd.DataFrame()).set_index("claim").loc[4]
+    assert row["verdict"] == "not resolved" and row["would_resolve"].startswith("~10 seeds")
 
 
 def test_attach_effect_budget_only_on_not_resolved_rows():
