@@ -434,9 +434,19 @@ def describe(noise: NoiseModel, margin: float) -> str:
                else "")
             + f"Alternatives: dA = {noise.effect_A}, B ratio {noise.effect_B}, 'no effect' edge "
             f"dA = {margin} (equivalence margins +-{margin} on A, x{B_MARGIN} on B); claim 1: "
-            f"GRPO grows {noise.len_growth} tokens, Dr. GRPO 0 (null: both grow); claim 2: "
-            f"entropy +{noise.entropy_effect}; claim 4: spreads {noise.spread}/{noise.spread} "
-            f"(null) and {noise.spread}/{noise.spread_alt_held_out} (alternative). A false "
+            f"incorrect responses of {noise.len_level:.3g} tokens, GRPO grows "
+            f"{noise.len_growth:.3g}, Dr. GRPO 0 (null: both grow), per-run sd of the growth "
+            f"{noise.len_seed_sd:.3g} each arm + {noise.len_shared_sd:.3g} shared by paired runs, "
+            f"per-step sd {noise.len_step_sd:.3g}; claim 2: entropy {noise.entropy_level:.3g} "
+            f"nats, clip-higher +{noise.entropy_effect:.3g} (null: +0), per-run sd "
+            f"{noise.entropy_seed_sd:.3g} each arm + {noise.entropy_shared_sd:.3g} shared, "
+            f"per-step sd {noise.entropy_step_sd:.3g}; claim 4: spreads {noise.spread:.3g}/"
+            f"{noise.spread:.3g} (null) and {noise.spread:.3g}/{noise.spread_alt_held_out:.3g} "
+            "(alternative), a run's gain around its algorithm's "
+            + (f"sd {noise.gain_sd_in_dist:.3g} in-distribution and {noise.gain_sd_held_out:.3g} "
+               "held out (measured)" if noise.gain_sd_in_dist > 0 and noise.gain_sd_held_out > 0
+               else f"sd {noise.gain_seed_sd:.3g} plus binomial eval noise")
+            + ". A false "
             "positive row gives the truth (where the verdict is false) with the highest rate; "
             "ok = the rate's 95% interval reaches down to 5% or below.")
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import (CLAIM1_MARGIN_FRAC, CLAIM2_MARGIN_FRAC, claim1_verdict,
-                             claim2_verdict, claim4_verdict)
+                             claim2_verdict, claim4_verdict, paired_values)
 from analysis.variance import CLAIM4_DECIDED
 
 if TYPE_CHECKING:
@@ -26,6 +26,12 @@ def _series(rng, n_runs, steps, level, growth, seed_sd_growth, step_sd, seed_sd_
     g = growth + rng.normal(0, seed_sd_growth, n_runs)
     lv = level + rng.normal(0, seed_sd_level, n_runs)
     return lv[:, None] + g[:, None] * t[None, :] / steps + rng.normal(0, step_sd, (n_runs, steps))
+
+
+def _shared(rng, sd: float, n: int):
+    """Per-seed offsets both compared arms share (paired runs: the same seed gives both the same
+    prompt stream); 0, drawing nothing, where ``sd`` is 0 (the stream as before it existed)."""
+    return rng.normal(0, sd, n) if sd > 0 else 0.0
 
 
 def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], how: str,
@@ -46,9 +52,6 @@ def _trend_frame(values: dict[str, np.ndarray], pairs: list[tuple[str, int]], ho
     return pd.DataFrame(rows)
 
 
-LEN_LEVEL, ENTROPY_LEVEL = 20.0, 0.7  # simulated levels of claims 1 and 2 (tokens, nats)
-
-
 def _looked(decide, look: list[int] | None, stops, early: list[bool]) -> str:
     """One simulated sweep's verdict under a seed look: ``decide(rows)`` on the ``look`` rows
     first; where ``stops`` that verdict, it stands (``early`` records it), else ``decide`` on
@@ -65,6 +68,25 @@ def _subset(vals: dict[str, np.ndarray], pairs: list, rows: list[int] | None):
     if rows is None:
         return vals, pairs
     return {k: v[rows] for k, v in vals.items()}, [pairs[j] for j in rows]
+
+
+def claim12_series(rng, nz: NoiseModel, claim: str, n: int, steps: int,
+                   truth: float) -> dict[str, np.ndarray]:
+    """One simulated sweep's per-step series of the two compared arms (n runs each, paired by
+    index): claim 1, incorrect-response lengths, GRPO growing ``len_growth`` and Dr. GRPO
+    ``truth``; claim 2, entropies, clip-higher ``truth`` above GRPO. Per-seed offsets both arms
+    share (``*_shared_sd``) come first from ``rng``, then each arm's own."""
+    if claim == "claim 1":
+        growth = nz.len_growth + _shared(rng, nz.len_shared_sd, n)
+        return {"grpo": _series(rng, n, steps, nz.len_level, growth, nz.len_seed_sd,
+                                nz.len_step_sd),
+                "dr_grpo": _series(rng, n, steps, nz.len_level, growth - nz.len_growth + truth,
+                                   nz.len_seed_sd, nz.len_step_sd)}
+    level = nz.entropy_level + _shared(rng, nz.entropy_shared_sd, n)
+    return {"grpo": _series(rng, n, steps, level, 0.0, 0.0, nz.entropy_step_sd,
+                            nz.entropy_seed_sd),
+            "clip": _series(rng, n, steps, level + truth, 0.0, 0.0, nz.entropy_step_sd,
+                            nz.entropy_seed_sd)}
 
 
 def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n_sweeps: int,
@@ -92,27 +114,21 @@ def claim12_cells(pairs: list[tuple[str, int]], steps: int, noise: NoiseModel, n
     for _ in range(n_sweeps):
         if claim == "claim 1":
             for truth, dr_growth in (("null", nz.len_growth), ("alt", 0.0)):
-                vals = {"grpo": _series(rng, n, steps, LEN_LEVEL, nz.len_growth, nz.len_seed_sd,
-                                        nz.len_step_sd),
-                        "dr_grpo": _series(rng, n, steps, LEN_LEVEL, dr_growth, nz.len_seed_sd,
-                                           nz.len_step_sd)}
+                vals = claim12_series(rng, nz, "claim 1", n, steps, dr_growth)
 
                 def decide(rows, vals=vals):
                     v, p = _subset(vals, pairs, rows)
                     return claim1_verdict(_trend_frame(v, p, "change", steps), "grpo",
-                                          "dr_grpo", CLAIM1_MARGIN_FRAC * LEN_LEVEL)[0]
+                                          "dr_grpo", CLAIM1_MARGIN_FRAC * nz.len_level)[0]
                 out[truth].append(_looked(decide, look, resolved, early[truth]))
         else:
             for truth, effect in (("null", 0.0), ("alt", nz.entropy_effect)):
-                vals = {"grpo": _series(rng, n, steps, ENTROPY_LEVEL, 0.0, 0.0, nz.entropy_step_sd,
-                                        nz.entropy_seed_sd),
-                        "clip": _series(rng, n, steps, ENTROPY_LEVEL + effect, 0.0, 0.0,
-                                        nz.entropy_step_sd, nz.entropy_seed_sd)}
+                vals = claim12_series(rng, nz, "claim 2", n, steps, effect)
 
                 def decide(rows, vals=vals):
                     v, p = _subset(vals, pairs, rows)
                     return claim2_verdict(_trend_frame(v, p, "late_mean", steps), "clip", "grpo",
-                                          margin=CLAIM2_MARGIN_FRAC * ENTROPY_LEVEL)[0]
+                                          margin=CLAIM2_MARGIN_FRAC * nz.entropy_level)[0]
                 out[truth].append(_looked(decide, look, resolved, early[truth]))
     if look is not None:
         out["stopped"] = {t: float(np.mean(e)) for t, e in early.items()}
@@ -157,7 +173,9 @@ def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n
                 z = (z - z.mean()) / z.std(ddof=1)
                 mu = (sp_in if es == "in_dist" else sp_ho) * z
                 r0 = rng.normal(0, se_eval[es])  # one warm start: R0 shared by the scale
-                noise_runs = (rng.normal(0, nz.gain_seed_sd, (n_alg, seeds))
+                whole = nz.gain_sd_in_dist if es == "in_dist" else nz.gain_sd_held_out
+                noise_runs = (rng.normal(0, whole, (n_alg, seeds)) if whole > 0 else
+                              rng.normal(0, nz.gain_seed_sd, (n_alg, seeds))
                               + rng.normal(0, se_eval[es], (n_alg, seeds)))
                 finals.append((0.07 + mu[:, None] + noise_runs).ravel())
                 r0s.append(np.full(n_alg * seeds, r0))
@@ -172,3 +190,78 @@ def claim4_cells(presets: dict[str, list[str]], seeds: int, noise: NoiseModel, n
         out["stopped"] = {t: float(np.mean(e)) for t, e in early.items()}
     return out
 
+
+
+#: claim 1's per-run value is the change from the first quarter of the steps to the last: a
+#: growth g spread evenly over the run shows as 0.75 g (1 - 1/4, exactly so for steps divisible
+#: by 4)
+CHANGE_SPAN = 0.75
+
+
+def _pooled_sd(trend: pd.DataFrame, names) -> tuple[float, float]:
+    """(sd of one run's value pooled over the arms ``names``, sd of the paired difference of the
+    first two), nan where fewer than 2 values."""
+    arms = [trend.loc[trend["variant"] == v, "value"].to_numpy(float) for v in names]
+    var = [a.var(ddof=1) for a in arms if a.size >= 2]
+    diffs = paired_values(trend, *names)
+    return (float(np.sqrt(np.mean(var))) if var else float("nan"),
+            float(np.std(diffs, ddof=1)) if len(diffs) >= 2 else float("nan"))
+
+
+def _split(sd: float, sd_diff: float) -> tuple[float, float]:
+    """(each arm's own sd, the sd both arms share) that give one run's value the sd ``sd`` and a
+    paired difference the sd ``sd_diff``: own = sd_diff / sqrt 2, shared = sqrt(sd^2 - own^2)
+    (0 where the pairs are noisier than independent runs would be)."""
+    own = sd_diff / np.sqrt(2)
+    return float(own), float(np.sqrt(max(sd ** 2 - own ** 2, 0.0)))
+
+
+def measured_claim_noise(inputs: dict) -> dict:
+    """The claims' noise as a study's own runs measured it, from its ``claim_inputs.json``
+    (:func:`analysis.claims.claim_inputs`), as :class:`NoiseModel` field values; the stated
+    alternatives scale with the measured level (twice each claim's equivalence margin):
+
+    * claim 1: the reference's mean incorrect-response length; the per-run growth's sd split into
+      each arm's own and the part paired runs share (:func:`_split`, in growth units: the
+      value's sd / :data:`CHANGE_SPAN`), no per-step noise beyond it; GRPO's growth
+      2 x CLAIM1_MARGIN_FRAC x the level.
+    * claim 2: the reference's mean entropy; the per-run late entropy's sd split the same way;
+      clip-higher's alternative gain 2 x CLAIM2_MARGIN_FRAC x the level.
+    * claim 4: the in-distribution and held-out between-algorithm sds as the null's spread and the
+      alternative's held-out spread, and each set's within-algorithm sd of a run's gain
+      (variance components of :mod:`analysis.variance`, averaged over scales).
+
+    A claim without the runs (or with fewer than 2 per arm) leaves its fields out."""
+    from analysis.claims import _trend_frame as frame
+    from analysis.variance import scale_anovas
+    out: dict = {}
+    c = inputs.get("1")
+    if c and np.isfinite(c["level"][0]) and c["level"][0] > 0:
+        sd, sd_diff = _pooled_sd(frame(c["trend"]), (c["first"], c["second"]))
+        if np.isfinite(sd) and np.isfinite(sd_diff):
+            own, shared = _split(sd / CHANGE_SPAN, sd_diff / CHANGE_SPAN)
+            out.update(len_level=float(c["level"][0]), len_seed_sd=own, len_shared_sd=shared,
+                       len_step_sd=0.0, len_growth=2 * CLAIM1_MARGIN_FRAC * float(c["level"][0]))
+    c = inputs.get("2")
+    if c and np.isfinite(c["level"][0]) and c["level"][0] > 0:
+        sd, sd_diff = _pooled_sd(frame(c["trend"]), (c["first"], c["second"]))
+        if np.isfinite(sd) and np.isfinite(sd_diff):
+            own, shared = _split(sd, sd_diff)
+            out.update(entropy_level=float(c["level"][0]), entropy_seed_sd=own,
+                       entropy_shared_sd=shared, entropy_step_sd=0.0,
+                       entropy_effect=2 * CLAIM2_MARGIN_FRAC * float(c["level"][0]))
+    c = inputs.get("4")
+    if c:
+        fin = pd.DataFrame(c["finals"], columns=["variant", "scale_value", "eval_set", "final",
+                                                 "r0"])
+        parts = [a for a in scale_anovas(fin, inputs["eval_set"], inputs["held_out"]).values()
+                 if "ms_b" in a[0] and "ms_b" in a[1]]
+        if parts:
+            def mean(f):
+                return float(np.mean([f(a) for a in parts]))
+            v_in = mean(lambda a: max((a[0]["ms_b"] - a[0]["ms_w"]) / a[0]["n0"], 0.0))
+            v_ho = mean(lambda a: max((a[1]["ms_b"] - a[1]["ms_w"]) / a[1]["n0"], 0.0))
+            out.update(spread=float(np.sqrt(v_in)), spread_alt_held_out=float(np.sqrt(v_ho)),
+                       gain_sd_in_dist=float(np.sqrt(mean(lambda a: a[0]["ms_w"]))),
+                       gain_sd_held_out=float(np.sqrt(mean(lambda a: a[1]["ms_w"]))))
+    return out

@@ -259,6 +259,13 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                              "costs in false positives. The seed claims 1, 2 and 4 take the same "
                              "look (decided there: it stands; else read with every seed), as a "
                              "claim's budget run after the report is")
+    parser.add_argument("--claim-noise-from", metavar="claim_inputs.json",
+                        help="the seed claims' noise as a finished study measured it: the "
+                             "claim_inputs.json `rlablate analyze` wrote (levels, per-run sds "
+                             "split into each arm's own and the part paired runs share, claim "
+                             "4's spreads and within-algorithm sds; "
+                             "analysis.calibrate_claims.measured_claim_noise). The noise flags "
+                             "below still override it")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
@@ -291,8 +298,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
         print(f"rlablate calibrate: error: cannot read {args.spec}: {exc}", file=sys.stderr)
         return 2
-    noise = with_overrides(NoiseModel(), **{f: getattr(args, f"noise_{f}")
-                                            for f, _ in _NOISE_FLAGS.values()})
+    base = NoiseModel()
+    if args.claim_noise_from:
+        import json
+        from dataclasses import replace
+
+        from analysis.calibrate_claims import measured_claim_noise
+        try:
+            with open(args.claim_noise_from) as fh:
+                inputs = json.load(fh)
+            base = replace(base, **measured_claim_noise(inputs))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            print(f"rlablate calibrate: error: --claim-noise-from {args.claim_noise_from}: not a "
+                  f"claim_inputs.json that `rlablate analyze` wrote ({exc})", file=sys.stderr)
+            return 2
+    noise = with_overrides(base, **{f: getattr(args, f"noise_{f}")
+                                    for f, _ in _NOISE_FLAGS.values()})
     if args.sweeps < 1:
         print("rlablate calibrate: error: --sweeps must be >= 1", file=sys.stderr)
         return 2

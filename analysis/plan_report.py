@@ -27,11 +27,17 @@ def study_noise(fits, reference: str, primary: str, schedule) -> PilotNoise | No
 
 
 def with_measured_noise(base: NoiseModel, pilot: PilotNoise | None,
-                        ref_steps: int | None = None) -> NoiseModel:
+                        ref_steps: int | None = None, claim_data: dict | None = None
+                        ) -> NoiseModel:
     """``base`` (the simulated truth) with the noise ``pilot`` measured: seed sd of A and log B,
     item spread, within-run wobble (:data:`MEASURED_NOISE`). With ``ref_steps`` (the reference
     group's steps) and an identified reference fit, the null truth becomes the measured curve
-    too: A, B and C_mid (as a fraction of ``ref_steps``). ``base`` itself without a pilot."""
+    too: A, B and C_mid (as a fraction of ``ref_steps``). ``claim_data`` (a study's
+    :func:`analysis.claims.claim_inputs`): the seed claims' noise as its runs measured it
+    (:func:`analysis.calibrate_claims.measured_claim_noise`). ``base`` itself without either."""
+    if claim_data:
+        from analysis.calibrate_claims import measured_claim_noise
+        base = replace(base, **measured_claim_noise(claim_data))
     if pilot is None:
         return base
     out = replace(base, **{f: getattr(pilot.noise, f) for f in MEASURED_NOISE})

@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis import plots
 from analysis.claims import REFERENCE, choice_effects, claim_inputs, decide_claims
-from analysis.resolve import RULE as RESOLVE_RULE, attach_effect_budget
+from analysis.resolve import CLAIM_RULE, RULE as RESOLVE_RULE, attach_effect_budget
 from analysis.compare import (DEFAULT_MARGIN, attach_seed_pairing, check_extrapolation,
                               resolvable_difference, seed_pairing, seed_pairing_summary)
 from analysis.fit import FitWindow
@@ -222,7 +222,7 @@ def run_analysis(opt: AnalysisOptions) -> dict:
         r0 = float(finals.loc[finals["eval_set"] == primary, "r0"].mean()) if len(finals) else np.nan
         ref_steps = max((g.steps for g in schedule if g.variant == opt.reference), default=None)
         noise = with_measured_noise(NoiseModel(R0=r0) if np.isfinite(r0) and 0 < r0 < 0.9
-                                    else NoiseModel(), measured, ref_steps)
+                                    else NoiseModel(), measured, ref_steps, claim_data)
         calibration = calibrate(schedule, noise, opt.calibrate, opt.seed, opt.margin,
                                 opt.reference)
         calibration.attrs["noise"] = noise
@@ -450,12 +450,7 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
     r.p("Each claim is decided from these runs alone, with its numbers; a claim that does not "
         "reproduce is reported as such (nothing was tuned until it did). Verdicts: reproduces / "
         "does not reproduce / not resolved (the intervals cannot tell) / not tested (the runs "
-        "it needs are missing)."
-        + (" A budget is the seeds per arm at which the claim's own rule would decide it if the "
-           "observed estimates held (analysis/resolve.py); running them after this report is a "
-           "second look, whose false-positive rates `rlablate calibrate SPEC --look-at-seeds N` "
-           "(N the seeds run so far) gives." if "would_resolve" in claims
-           and claims["would_resolve"].astype(bool).any() else ""))
+        "it needs are missing)." + (" " + CLAIM_RULE) * bool(claims["would_resolve"].any()))
     for rec in claims.to_dict("records"):
         fp = rec.get("fp_rate", np.nan)
         r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"

@@ -54,6 +54,12 @@ RULE = ("`resolve_at` (not resolved rows): the seeds per arm at which this dA in
         "filter, 4 then 6 seeds: *no effect on A* 0.035 -> 0.055; LOG, session 27).")
 
 
+CLAIM_RULE = ("A budget is the seeds per arm at which the claim's own rule would decide it if "
+              "the observed estimates held (analysis/resolve.py); running them after this report "
+              "is a second look, whose false-positive rates `rlablate calibrate SPEC "
+              "--look-at-seeds N` (N the seeds run so far) gives.")
+
+
 def _t_scale(n: int) -> float:
     """Half-width of a 95% t interval over n values, per unit sd."""
     return float(stats.t.ppf(0.975, n - 1)) / math.sqrt(n)

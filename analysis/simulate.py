@@ -39,17 +39,26 @@ class NoiseModel:
     runaway_dA: float = 0.0
     effect_A: float = 0.05  # alternative truth "moved A": dA (2.5 x the 0.02 margin)
     effect_B: float = 1.5  # alternative truth "only B": B ratio
-    # claims 1 and 2 (per-step training series)
+    # claims 1 and 2 (per-step training series; analysis.calibrate_claims.measured_claim_noise
+    # reads them from a study's own runs)
+    len_level: float = 20.0  # GRPO's mean incorrect-response length (tokens; sets the margin)
     len_growth: float = 2.0  # GRPO's growth of incorrect-response length over the run (tokens)
-    len_seed_sd: float = 1.0  # per-run sd of that growth
+    len_seed_sd: float = 1.0  # per-run sd of that growth, each arm's own
+    len_shared_sd: float = 0.0  # per-seed sd of that growth shared by both arms (paired runs)
     len_step_sd: float = 1.0  # per-step noise of the mean length
+    entropy_level: float = 0.7  # the reference's mean token entropy (nats; sets the margin)
     entropy_effect: float = 0.05  # clip-higher's entropy gain (nats) under the alternative
-    entropy_seed_sd: float = 0.03
+    entropy_seed_sd: float = 0.03  # per-run sd of the entropy level, each arm's own
+    entropy_shared_sd: float = 0.0  # per-seed sd of the level shared by both arms
     entropy_step_sd: float = 0.02
     # claim 4 (per-run gains at matched training)
     spread: float = 0.05  # sd of the algorithms' true gains (both sets under the null)
     spread_alt_held_out: float = 0.01  # held-out spread under the alternative
     gain_seed_sd: float = 0.01
+    # > 0: a run's gain's whole within-algorithm sd on that set (measured), in place of
+    # gain_seed_sd plus the binomial eval noise
+    gain_sd_in_dist: float = 0.0
+    gain_sd_held_out: float = 0.0
 
 
 def _sigmoid_frac(steps, B, c_mid):

@@ -377,3 +377,110 @@ def test_calibrate_table_labels_the_claims_seed_look():
         assert rows["stopped_early"].between(0, 1).all()
     one = calibrate(groups, NoiseModel(), n_sweeps=6, seed=1, n_boot=40)
     assert not one["setting"].str.startswith("looks at").any()
+
+
+def _claim_inputs_by_hand() -> dict:
+    # claim 2: late entropy per run, seeds 0-3. grpo 0.08, 0.10, 0.09, 0.11 (var 1.6667e-4);
+    # clip 0.07, 0.10, 0.08, 0.12 (var 4.9167e-4); pooled sd sqrt(3.2917e-4) = 0.018143;
+    # paired clip - grpo -0.01, 0, -0.01, +0.01: sd 0.0095743
+    t2 = [["grpo", "s", i, v] for i, v in enumerate([0.08, 0.10, 0.09, 0.11])]
+    t2 += [["clip", "s", i, v] for i, v in enumerate([0.07, 0.10, 0.08, 0.12])]
+    # claim 1: length change per run; grpo 3, 1, 5, -1 (var 6.6667), dr 2, 1, 3, -2 (var 4.6667);
+    # pooled sd sqrt(5.6667) = 2.3805; paired grpo - dr 1, 0, 2, 1: sd 0.81650
+    t1 = [["grpo", "s", i, v] for i, v in enumerate([3.0, 1.0, 5.0, -1.0])]
+    t1 += [["dr_grpo", "s", i, v] for i, v in enumerate([2.0, 1.0, 3.0, -2.0])]
+    # claim 4: 3 algorithms x 2 seeds. in_dist gains (r0 0) means 0.1, 0.4, 0.7: MS_b 0.18,
+    # MS_w 0.02, V 0.08 (spread 0.28284), within sd 0.14142; held out all 0 and 0.2: V 0 (floored),
+    # within sd 0.14142
+    fin = [[v, "s", "in_dist", g, 0.0] for v, gs in (("a", (0.0, 0.2)), ("b", (0.3, 0.5)),
+                                                     ("c", (0.6, 0.8))) for g in gs]
+    fin += [[v, "s", "held_out", g, 0.0] for v in "abc" for g in (0.0, 0.2)]
+    return {"eval_set": "in_dist", "held_out": "held_out",
+            "1": {"first": "grpo", "second": "dr_grpo", "trend": t1, "level": [10.0, 99]},
+            "2": {"first": "clip", "second": "grpo", "confounded": False, "trend": t2,
+                  "level": [0.08, 99], "clip_frac": [0.01, 99]},
+            "4": {"presets": ["a", "b", "c"], "finals": fin}}
+
+
+def test_measured_claim_noise_by_hand():
+    from analysis.calibrate_claims import measured_claim_noise
+    m = measured_claim_noise(_claim_inputs_by_hand())
+    # claim 2: own = 0.0095743 / sqrt 2 = 0.0067700; shared = sqrt(0.018143^2 - 0.00677^2)
+    # = 0.016832; the alternative twice the 10% margin: 0.016 nats
+    assert m["entropy_level"] == 0.08 and m["entropy_step_sd"] == 0.0
+    assert m["entropy_seed_sd"] == pytest.approx(0.0067700, rel=1e-4)
+    assert m["entropy_shared_sd"] == pytest.approx(0.016832, rel=1e-4)
+    assert m["entropy_effect"] == pytest.approx(0.016)
+    # claim 1, in growth units (/ 0.75): sd 3.1740, paired sd 1.08866; own 0.76980, shared
+    # sqrt(3.1740^2 - 0.7698^2) = 3.0792; GRPO's alternative growth twice the 5% margin: 1.0
+    assert m["len_seed_sd"] == pytest.approx(0.76980, rel=1e-4)
+    assert m["len_shared_sd"] == pytest.approx(3.0792, rel=1e-4)
+    assert m["len_growth"] == pytest.approx(1.0) and m["len_level"] == 10.0
+    assert m["spread"] == pytest.approx(0.28284, rel=1e-4) and m["spread_alt_held_out"] == 0.0
+    assert m["gain_sd_in_dist"] == pytest.approx(0.14142, rel=1e-4)
+    assert m["gain_sd_held_out"] == pytest.approx(0.14142, rel=1e-4)
+    assert measured_claim_noise({"eval_set": "in_dist", "held_out": "held_out"}) == {}
+
+
+def test_simulated_claim_runs_scatter_as_measured():
+    """At the measured noise, the simulated per-run values of claims 1 and 2 scatter as the
+    study's did (one run's sd and the paired difference's sd), and claim 4's simulated gains
+    carry the measured within-algorithm sd on each set: the calibration simulates this study."""
+    from dataclasses import replace
+
+    from analysis.calibrate_claims import (_trend_frame, claim12_series, measured_claim_noise)
+    from analysis.claims import paired_values
+    inputs = _claim_inputs_by_hand()
+    noise = replace(NoiseModel(), **measured_claim_noise(inputs))
+    rng = np.random.default_rng(0)
+    n, steps = 4000, 40
+    pairs = [("s", i) for i in range(n)]
+    for claim, names, how, (sd, sd_diff) in (
+            ("claim 1", ("grpo", "dr_grpo"), "change", (2.3805, 0.81650)),
+            ("claim 2", ("grpo", "clip"), "late_mean", (0.018143, 0.0095743))):
+        trend = _trend_frame(claim12_series(rng, noise, claim, n, steps, 0.0), pairs, how, steps)
+        one = trend.loc[trend["variant"] == names[0], "value"].std(ddof=1)
+        diff = np.std(paired_values(trend, *names), ddof=1)
+        assert one == pytest.approx(sd, rel=0.05) and diff == pytest.approx(sd_diff, rel=0.05)
+    # claim 4: the measured within-algorithm sd replaces the seed sd and the binomial eval noise.
+    # Spreads 0.28 in-distribution vs 0 held out with 6 algorithms x 6 seeds: a within sd of
+    # 0.001 on both sets resolves the alternative every time, 1.0 never (the binomial eval noise
+    # of 256 items alone, ~0.03, would resolve it too)
+    alt = replace(noise, spread=0.28, spread_alt_held_out=0.0)
+    presets = {"s": list("abcdef")}
+    sharp = claim4_cells(presets, 6, replace(alt, gain_sd_in_dist=1e-3, gain_sd_held_out=1e-3),
+                         256, 1, 20, seed=0)
+    blurred = claim4_cells(presets, 6, replace(alt, gain_sd_in_dist=1.0, gain_sd_held_out=1.0),
+                           256, 1, 20, seed=0)
+    binomial = claim4_cells(presets, 6, replace(alt, gain_sd_in_dist=0.0, gain_sd_held_out=0.0,
+                                                gain_seed_sd=1e-3), 256, 1, 20, seed=0)
+    assert sharp["alt"].count("reproduces") == 20 and blurred["alt"].count("reproduces") == 0
+    assert binomial["alt"].count("reproduces") >= 15
+
+
+def test_cli_claim_noise_from(tmp_path, capsys):
+    """`calibrate --claim-noise-from claim_inputs.json` simulates the claims at a study's own
+    measured noise (and says so); a file that is not one fails with one line, exit 2."""
+    import json
+
+    from analysis.cli import calibrate_main
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid:\n  algo.preset: [grpo, dr_grpo]\nset:\n  train.steps: 40\n"
+                    "  eval.every: 10\nseeds: 3\n")
+    inputs = tmp_path / "claim_inputs.json"
+    inputs.write_text(json.dumps(_claim_inputs_by_hand()))
+    assert calibrate_main([str(spec), "--sweeps", "3", "--bootstrap", "30",
+                           "--claim-noise-from", str(inputs)]) == 0
+    out = capsys.readouterr().out
+    assert "incorrect responses of 10 tokens, GRPO grows 1," in out
+    assert "per-run sd of the growth 0.77 each arm + 3.08 shared by paired runs" in out
+    assert "entropy 0.08 nats, clip-higher +0.016" in out
+    # a flag still overrides the measured value
+    assert calibrate_main([str(spec), "--sweeps", "3", "--bootstrap", "30",
+                           "--claim-noise-from", str(inputs), "--spread", "0.5"]) == 0
+    assert "claim 4: spreads 0.5/0.5 (null)" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert calibrate_main([str(spec), "--claim-noise-from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--claim-noise-from" in err
