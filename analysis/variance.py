@@ -91,17 +91,6 @@ def scale_call(a_in: dict, a_ho: dict, w_in: dict, w_ho: dict, alpha: float = 0.
     return call, (z, pi, ph, z_wo, p_wo)
 
 
-def project_anova(a: dict, seeds: int) -> dict:
-    """The mean squares :func:`_anova_arrays` would give with ``seeds`` runs per variant if the
-    between-variant component V = (MS_b - MS_w) / n0 (floored at 0) and the within-variant mean
-    square MS_w held: MS_w unchanged, MS_b = seeds V + MS_w (its expectation)."""
-    if "ms_b" not in a:
-        return dict(a)
-    v = max((a["ms_b"] - a["ms_w"]) / a["n0"], 0.0)
-    return {"k": a["k"], "n": a["k"] * seeds, "range": a["range"], "n0": float(seeds),
-            "ms_w": a["ms_w"], "ms_b": seeds * v + a["ms_w"]}
-
-
 def _anova(finals: pd.DataFrame) -> dict:
     return _anova_arrays(finals["variant"].to_numpy(),
                          finals["final"].to_numpy(float) - finals["r0"].to_numpy(float))
