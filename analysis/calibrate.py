@@ -246,7 +246,8 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
               seed: int = 0, margin: float = DEFAULT_MARGIN, reference: str = REFERENCE,
               n_boot: int = 1000, progress=None,
               replications: tuple[int, ...] | None = None,
-              look_at: int | None = None, look_seeds: int | None = None) -> pd.DataFrame:
+              look_at: int | None = None, look_seeds: int | None = None,
+              effects: bool = True) -> pd.DataFrame:
     """The calibration table of a schedule (:func:`read_schedule`): one row per verdict, setting
     and kind (false positive / power) with the rate over ``n_sweeps`` simulated sweeps and its
     95% Clopper-Pearson interval. Settings are the distinct (reference, variant) schedules of the
@@ -262,7 +263,8 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
     a first look at that step and the end (:func:`two_look_cells`); the table's ``stopped_early``
     column gives the share of simulated pairs the look stopped, under the row's truth.
     ``look_seeds`` (a seed count): the look sees each arm's first that many seeds (at ``look_at``,
-    or at the end); what is open there is read again with all the spec's seeds."""
+    or at the end); what is open there is read again with all the spec's seeds. ``effects``
+    False: the seed claims 1, 2 and 4 only (``rlablate plan --claim-noise-from``)."""
     noise = noise or NoiseModel()
     looks = look_at is not None or look_seeds is not None
     if looks and replications is not None:
@@ -288,7 +290,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
                 filt.append(key)
     results = {}
     covered: dict[str, list[str]] = {}  # setting -> the comparisons ("variant @ scale") it covers
-    for key, who in pairs.items():
+    for key, who in (pairs if effects else {}).items():
         r_steps, r_every, v_steps, v_every, r_seeds, v_seeds, n_items, k = key
         ref = Group(reference, "", r_steps, r_every, r_seeds, n_items, k)
         var = Group("variant", "", v_steps, v_every, v_seeds, n_items, k)
@@ -321,7 +323,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
             progress(f"effects {r_steps}/{r_every} vs {v_steps}/{v_every}: "
                      f"{time.perf_counter() - t0:.1f} s")
     # claim 3: the filter's verdicts (one per scale that has it, combined per sweep)
-    if filt:
+    if filt and effects:
         combined = {t: [claim3_verdict([results[key][t][i] for key in filt])
                         for i in range(n_sweeps)] for t in ("null", "A", "B", "edge")}
         s3 = "claim 3 (filter vs grpo: only B at every scale)"

@@ -265,3 +265,25 @@ def measured_claim_noise(inputs: dict) -> dict:
                        gain_sd_in_dist=float(np.sqrt(mean(lambda a: a[0]["ms_w"]))),
                        gain_sd_held_out=float(np.sqrt(mean(lambda a: a[1]["ms_w"]))))
     return out
+
+
+def read_claim_inputs(path: str) -> dict:
+    """A ``claim_inputs.json`` that ``rlablate analyze`` wrote, checked to give claim noise;
+    ValueError naming the file otherwise (for the CLI's one error line)."""
+    import json
+    try:
+        with open(path) as fh:
+            inputs = json.load(fh)
+        if not {"eval_set", "held_out"} <= set(inputs):
+            raise KeyError("no eval_set and held_out")
+        measured_claim_noise(inputs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"--claim-noise-from {path}: not a claim_inputs.json that `rlablate "
+                         f"analyze` wrote ({exc})") from None
+    return inputs
+
+
+def noise_from_file(path: str, base: NoiseModel) -> NoiseModel:
+    """``base`` with the claims' noise a study's ``claim_inputs.json`` at ``path`` measured."""
+    from dataclasses import replace
+    return replace(base, **measured_claim_noise(read_claim_inputs(path)))

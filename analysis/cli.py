@@ -260,12 +260,9 @@ def configure_calibrate_parser(parser: argparse.ArgumentParser) -> argparse.Argu
                              "look (decided there: it stands; else read with every seed), as a "
                              "claim's budget run after the report is")
     parser.add_argument("--claim-noise-from", metavar="claim_inputs.json",
-                        help="the seed claims' noise as a finished study measured it: the "
-                             "claim_inputs.json `rlablate analyze` wrote (levels, per-run sds "
-                             "split into each arm's own and the part paired runs share, claim "
-                             "4's spreads and within-algorithm sds; "
-                             "analysis.calibrate_claims.measured_claim_noise). The noise flags "
-                             "below still override it")
+                        help="the seed claims' noise as a study measured it (the "
+                             "claim_inputs.json `rlablate analyze` wrote; "
+                             "calibrate_claims.measured_claim_noise); noise flags override it")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
     for flag, (name, text) in _NOISE_FLAGS.items():
         parser.add_argument(flag, type=float, dest=f"noise_{name}", default=None,
@@ -300,17 +297,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return 2
     base = NoiseModel()
     if args.claim_noise_from:
-        import json
-        from dataclasses import replace
-
-        from analysis.calibrate_claims import measured_claim_noise
+        from analysis.calibrate_claims import noise_from_file
         try:
-            with open(args.claim_noise_from) as fh:
-                inputs = json.load(fh)
-            base = replace(base, **measured_claim_noise(inputs))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            print(f"rlablate calibrate: error: --claim-noise-from {args.claim_noise_from}: not a "
-                  f"claim_inputs.json that `rlablate analyze` wrote ({exc})", file=sys.stderr)
+            base = noise_from_file(args.claim_noise_from, base)
+        except ValueError as exc:
+            print(f"rlablate calibrate: error: {exc}", file=sys.stderr)
             return 2
     noise = with_overrides(base, **{f: getattr(args, f"noise_{f}")
                                     for f, _ in _NOISE_FLAGS.values()})
@@ -402,6 +393,9 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--no-budget", dest="budget", action="store_false",
                         help="skip the budget search")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed")
+    parser.add_argument("--claim-noise-from", metavar="claim_inputs.json",
+                        help="also plan claims 1, 2 and 4 at the noise a pilot's claims "
+                             "measured (its analysis' claim_inputs.json; analysis/plan_claims.py)")
     parser.add_argument("--write", action="store_true",
                         help="pre-register: write the predicted widths into the spec's `plan:` "
                              "block (the report prints them beside the achieved widths)")
@@ -449,6 +443,14 @@ def run_plan(args: argparse.Namespace) -> int:
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
         print(f"rlablate plan: error: cannot read {args.spec}: {exc}", file=sys.stderr)
         return 2
+    inputs = None
+    if args.claim_noise_from:
+        from analysis.calibrate_claims import read_claim_inputs
+        try:
+            inputs = read_claim_inputs(args.claim_noise_from)
+        except ValueError as exc:
+            print(f"rlablate plan: error: {exc}", file=sys.stderr)
+            return 2
     try:
         pilot = plan.pilot_from_dir(args.pilot, args.reference, args.eval_set, groups,
                                     per_variant=args.per_variant_noise, match=args.match,
@@ -484,8 +486,15 @@ def run_plan(args: argparse.Namespace) -> int:
             f"{best.iloc[0]['seeds']} seeds x {best.iloc[0]['steps']} steps, eval "
             f"{best.iloc[0]['eval']} (cost x{best.iloc[0]['cost']:.2f} of the spec's)"
             if len(best) else "none of the candidates (more seeds or a quieter regime needed)"))
+    claims = None
+    if inputs is not None:
+        from analysis.plan_claims import claim_plan
+        claims = claim_plan(groups, inputs, max(args.sweeps, 100), args.seed, args.reference)
+        print("the seed claims at this design: *share* = simulated studies (truth: the pilot's "
+              "estimates) that give the verdict; the rest as `rlablate calibrate`")
+        print(format_markdown_table(claims))
     if args.write:
-        plan.write_plan(args.spec, table, pilot, args, wall_s=wall_s)
+        plan.write_plan(args.spec, table, pilot, args, wall_s=wall_s, claims=claims)
         print(f"wrote the plan into {args.spec} (key `plan`)")
     print(f"{time.perf_counter() - t0:.0f} s")
     return 0

@@ -418,10 +418,11 @@ def pilot_from_results(results, reference: str, eval_set: str, per_variant: bool
 
 
 def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
-               wall_s: float | None = None) -> None:
+               wall_s: float | None = None, claims: pd.DataFrame | None = None) -> None:
     """Pre-register: replace the spec's top-level ``plan:`` block (or insert one after the header
     comments) with the predictions (and ``est_wall_min``, analysis/wall.py, when the pilot was
-    timed). Comments and every other key are kept as written."""
+    timed; ``claims``, analysis/plan_claims.py: each claim verdict's simulated rate by kind and
+    truth). Comments and every other key are kept as written."""
     import datetime
 
     import yaml
@@ -453,6 +454,9 @@ def write_plan(spec_path, table: pd.DataFrame, pilot: PilotNoise, args,
         block["plan"]["noise_by_variant"] = {
             f"{v} @ {sc}": {f: round(float(getattr(nv, f)), 4) for f in VARIANT_NOISE}
             for (v, sc), nv in pilot.by_variant}
+    if claims is not None and len(claims):
+        block["plan"]["claims"] = {f"{r['verdict']} ({r['kind']}, {r['truth']})": round(
+            float(r["rate"]), 3) for r in claims.to_dict("records")}
     text = yaml.safe_dump(block, sort_keys=False, width=100)
     path = Path(spec_path)
     lines = path.read_text().splitlines(keepends=True)

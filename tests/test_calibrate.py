@@ -484,3 +484,50 @@ def test_cli_claim_noise_from(tmp_path, capsys):
     assert calibrate_main([str(spec), "--claim-noise-from", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--claim-noise-from" in err
+
+
+def test_plan_claims_before_the_runs(tmp_path, capsys):
+    """`rlablate plan SPEC --claim-noise-from claim_inputs.json` says in advance what the design
+    can decide of claims 1, 2 and 4 (their rows of the calibration at the spec's seeds, at the
+    pilot's claim noise) and how often the pilot's own estimates, as the truth, decide claim 4;
+    --write pre-registers them."""
+    import json
+
+    import yaml
+
+    import argparse
+
+    from analysis.cli import configure_plan_parser, run_plan
+    from analysis.resolve import claim4_share
+
+    def plan_main(argv):
+        return run_plan(configure_plan_parser(argparse.ArgumentParser()).parse_args(argv))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid:\n  algo.preset: [grpo, dr_grpo, gspo]\ninclude:\n"
+                    "  - {algo.preset: grpo, algo.clip_high: 0.28}\nset:\n  train.steps: 40\n"
+                    "  eval.every: 10\nseeds: 3\n")
+    inputs = tmp_path / "claim_inputs.json"
+    by_hand = _claim_inputs_by_hand()
+    inputs.write_text(json.dumps(by_hand))
+    assert plan_main([str(spec), "--sweeps", "10", "--no-budget", "--claim-noise-from",
+                      str(inputs), "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "the seed claims at this design" in out
+    for row in ("| claim 1 reproduces | claim 1 (3 paired runs, 40 common steps) | power | alt |",
+                "| claim 2 no effect | claim 2 (3 paired runs, 40 common steps) | power | null |",
+                "| claim 4 reproduces | claim 4 (3 presets x 1 scales x 3 seeds) | power | alt |"):
+        assert row in out
+    fin = pd.DataFrame(by_hand["4"]["finals"],
+                       columns=["variant", "scale_value", "eval_set", "final", "r0"])
+    share = claim4_share(fin, "in_dist", "held_out", 3, 100, 0)["reproduces"]
+    assert (f"| claim 4 reproduces | claim 4 (3 presets x 3 seeds), the pilot's estimates as the "
+            f"truth | share | pilot | 100 | {share:.3f} |") in out
+    written = yaml.safe_load(spec.read_text())["plan"]["claims"]
+    assert written["claim 4 reproduces (share, pilot)"] == round(share, 3)
+    assert 0 <= written["claim 1 reproduces (power, alt)"] <= 1
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert plan_main([str(spec), "--sweeps", "10", "--no-budget",
+                      "--claim-noise-from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--claim-noise-from" in err
