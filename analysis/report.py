@@ -33,7 +33,8 @@ from analysis.leaderboard import (IN_DIST, rank_across_scales, rank_gains_across
 from analysis.frames import write_frame
 from analysis.load import load_results, numerics_line
 from analysis.options import check_against_results
-from analysis.trust import attach_claim_false_positive, attach_false_positive, calibration_section
+from analysis.trust import (attach_claim_false_positive, attach_false_positive,
+                            calibration_section, claim_trust)
 
 
 @dataclass
@@ -452,10 +453,8 @@ def _claims_section(r: Report, claims: pd.DataFrame) -> None:
         "does not reproduce / not resolved (the intervals cannot tell) / not tested (the runs "
         "it needs are missing)." + (" " + CLAIM_RULE) * bool(claims["would_resolve"].any()))
     for rec in claims.to_dict("records"):
-        fp = rec.get("fp_rate", np.nan)
-        r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**"
-            + (f" (simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%})"
-               if fp == fp else "") + f". {str(rec['evidence']).rstrip('.')}"
+        r.p(f"{rec['claim']}. {rec['statement']}: **{rec['verdict']}**{claim_trust(rec)}"
+            f". {str(rec['evidence']).rstrip('.')}"
             + (f". Budget: {str(rec['would_resolve']).rstrip('.')}" if rec.get("would_resolve")
                else "") + ".")
 

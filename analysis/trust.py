@@ -36,11 +36,16 @@ def attach_false_positive(effects: pd.DataFrame, table: pd.DataFrame) -> pd.Data
 def attach_claim_false_positive(claims: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """``claims`` (analysis.claims.seed_claims) with the simulated false-positive rate of each
     claim's verdict (``fp_rate``, ``fp_hi``: the calibration row "claim N reproduces / does not
-    reproduce / no effect"); NaN for *not resolved*, *not tested* and claim 3's mixed verdicts."""
+    reproduce / no effect"); NaN for *not resolved*, *not tested* and claim 3's mixed verdicts.
+    ``power``: the simulated power of *reproduces* at this design and noise, for every claim the
+    calibration simulated, whatever it reads: what the design could have decided."""
     out = claims.copy()
-    out["fp_rate"], out["fp_hi"] = np.nan, np.nan
+    out["fp_rate"], out["fp_hi"], out["power"] = np.nan, np.nan, np.nan
     if table is None or table.empty or claims.empty:
         return out
+    power = table[table["kind"] == "power"].drop_duplicates("verdict").set_index("verdict")
+    out["power"] = [float(power.loc[f"claim {n} reproduces", "rate"])
+                    if f"claim {n} reproduces" in power.index else np.nan for n in out["claim"]]
     fp = table[table["kind"] == "false positive"]
     for i, rec in out.iterrows():
         v = str(rec["verdict"])
@@ -50,6 +55,16 @@ def attach_claim_false_positive(claims: pd.DataFrame, table: pd.DataFrame) -> pd
         if len(rows):
             out.loc[i, "fp_rate"], out.loc[i, "fp_hi"] = float(rows["rate"].max()), float(rows["hi"].max())
     return out
+
+
+def claim_trust(rec: dict) -> str:
+    """The parenthesis after a claim's verdict in the report: its false-positive rate and the
+    power of *reproduces* (:func:`attach_claim_false_positive`), where simulated."""
+    fp, pw = rec.get("fp_rate", np.nan), rec.get("power", np.nan)
+    parts = ([f"simulated false-positive rate {fp:.1%}, 95% upper bound {rec['fp_hi']:.1%}"]
+             if fp == fp else []) + ([f"power of *reproduces* at this design and noise {pw:.1%}"]
+                                     if pw == pw else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _calibration_source(measured: tuple[bool, bool]) -> str:

@@ -173,6 +173,15 @@ def test_each_verdict_carries_its_own_false_positive_rate():
     got = attach_claim_false_positive(claims, table)
     assert got["fp_rate"].iloc[0] == 0.02 and got["fp_hi"].iloc[0] == 0.07
     assert np.isnan(got["fp_rate"].iloc[1])
+    # the power of *reproduces* rides along for every simulated claim, resolved or not
+    from analysis.trust import claim_trust
+    table.loc[len(table)] = ("claim 2 reproduces", "C2", "power", "alt", 100, 0.16, 0.1, 0.25)
+    got = attach_claim_false_positive(claims, table)
+    assert np.isnan(got["power"].iloc[0]) and got["power"].iloc[1] == 0.16
+    assert claim_trust(got.iloc[1].to_dict()) == (
+        " (power of *reproduces* at this design and noise 16.0%)")
+    assert claim_trust(got.iloc[0].to_dict()) == (
+        " (simulated false-positive rate 2.0%, 95% upper bound 7.0%)")
 
 
 def test_a_simulated_effect_on_A_moves_the_mean_ceiling_by_exactly_dA():
