@@ -232,7 +232,7 @@ def measured_claim_noise(inputs: dict) -> dict:
       (variance components of :mod:`analysis.variance`, averaged over scales).
 
     A claim without the runs (or with fewer than 2 per arm) leaves its fields out."""
-    from analysis.claims import _trend_frame as frame
+    from analysis.claims import trend_frame as frame
     from analysis.variance import scale_anovas
     out: dict = {}
     c = inputs.get("1")

@@ -314,7 +314,8 @@ def _trend_rows(trend: pd.DataFrame) -> list[list]:
             for r in trend.itertuples()]
 
 
-def _trend_frame(rows: list[list]) -> pd.DataFrame:
+def trend_frame(rows: list[list]) -> pd.DataFrame:
+    """The trend rows of a ``claim_inputs.json`` (variant, scale, seed, value) as a table."""
     return pd.DataFrame(rows, columns=["variant", "scale", "seed", "value"])
 
 
@@ -341,7 +342,7 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
     text1 = "Dr. GRPO stops the growth of incorrect-response length seen with GRPO"
     if "1" in inputs:
         c = inputs["1"]
-        trend, (grpo, dr) = _trend_frame(c["trend"]), (c["first"], c["second"])
+        trend, (grpo, dr) = trend_frame(c["trend"]), (c["first"], c["second"])
         margin = CLAIM1_MARGIN_FRAC * float(c["level"][0])
         verdict, evidence = claim1_verdict(trend, grpo, dr, margin)
         budget = (claim1_budget(trend.loc[trend["variant"] == grpo, "value"],
@@ -354,7 +355,7 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
     text2 = "Clip-higher keeps policy entropy higher than symmetric clipping"
     if "2" in inputs:
         c = inputs["2"]
-        trend, pair = _trend_frame(c["trend"]), (c["first"], c["second"])
+        trend, pair = trend_frame(c["trend"]), (c["first"], c["second"])
         clip_frac = float(c["clip_frac"][0]) if c["clip_frac"][1] else float("nan")
         margin = CLAIM2_MARGIN_FRAC * float(c["level"][0])
         verdict, evidence = claim2_verdict(trend, *pair, clip_frac=clip_frac, margin=margin)
