@@ -335,6 +335,20 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
         # "does not reproduce", is true, as for the "moved A" rows
         rows.append(_worst("claim 3 does not reproduce", s3, combined, ("null", "B"),
                            lambda v: v == "does not reproduce"))
+    rows += _claim_rows(by_scale, reference, noise, n_sweeps, seed, look_seeds, progress)
+    table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
+                                        "rate", "lo", "hi"]
+                         + (["stopped_early"] if looks else []))
+    fp = table["kind"] == "false positive"
+    table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
+    table.attrs["members"] = covered
+    return table
+
+
+def _claim_rows(by_scale: dict[str, dict[str, Group]], reference: str, noise: NoiseModel,
+                n_sweeps: int, seed: int, look_seeds: int | None, progress) -> list[dict]:
+    """The calibration rows of seed claims 1, 2 and 4 (:func:`calibrate`)."""
+    rows: list[dict] = []
     # claims 1 and 2: the (scale, seed) pairs of grpo and dr_grpo / clip-higher, common steps
     for claim, other in (("claim 1", "dr_grpo"), ("claim 2", reference + "+clip_high")):
         pairs12, steps = [], None
@@ -386,13 +400,7 @@ def calibrate(groups: list[Group], noise: NoiseModel | None = None, n_sweeps: in
                    lambda v: v == "does not reproduce")], cells)
         if progress:
             progress(f"claim 4: {time.perf_counter() - t0:.1f} s")
-    table = pd.DataFrame(rows, columns=["verdict", "setting", "kind", "truth", "n_sweeps",
-                                        "rate", "lo", "hi"]
-                         + (["stopped_early"] if looks else []))
-    fp = table["kind"] == "false positive"
-    table["ok"] = np.where(fp, np.where(table["lo"] <= 0.05, "yes", "no"), "")
-    table.attrs["members"] = covered
-    return table
+    return rows
 
 
 def _claim_look(look_seeds: int | None, seeds: set[int], claim: str) -> int | None:
