@@ -115,6 +115,12 @@ class TaskCfg:
     hard_n_terms: int = F(8, "chain_sum: operands per chain of the hard share", lo=2, hi=16)
     hard_max_digits: int = F(2, "chain_sum: most digits per operand of the hard share", lo=1, hi=4)
     cot: bool = F(True, "reference answers (warm start) show the running sums: '12+7=19,19+35=54.'")
+    recheck_share: float = F(0.0, "chain_sum: the share of reference answers (the warm start's "
+                             "targets) that work the chain twice, '3+4=7,3+4=7.' instead of "
+                             "'3+4=7.' (the answer is read after the last '='), drawn per item "
+                             "independently of the prompt: a length the policy chooses, so "
+                             "responses can grow or shrink under RL (claim 1, Dr. GRPO's length "
+                             "bias; LOG.md session 29); 0 = none. Needs task.cot", lo=0.0, hi=1.0)
     prompt_style: Literal["auto", "compact", "full"] = F(
         "auto", "compact '12+7+35=' for tiny models, reasoning-gym's full question text for "
         "pretrained ones; auto picks by model.scale")
@@ -414,7 +420,8 @@ NAME_RE = r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*"
 # keys added after runs and caches existed: left out of every identity hash (run_id, the
 # warm-start and self-play cache keys) while at their default, so that a config which does not
 # use them keeps its run id and its caches (section -> keys)
-LATE_KEYS = {"task": ("held_out_paths", "hard_share", "hard_n_terms", "hard_max_digits"),
+LATE_KEYS = {"task": ("held_out_paths", "hard_share", "hard_n_terms", "hard_max_digits",
+                      "recheck_share"),
              "algo": ("dpop_lambda",)}
 
 

@@ -4,6 +4,10 @@ reasoning-gym's own answer scoring.
 `chain_sum` (reasoning-gym): `12 + 7 - 35 + 88 =`. For tiny models the prompt is rendered compactly
 (`12+7-35+88=`) and the reference answer shows the running sums, a short chain of thought:
 `12+7=19,19-35=-16,-16+88=72.` For pretrained models the prompt is reasoning-gym's full question.
+*A recheck share* (`task.recheck_share`): that share of the references works the chain twice
+(`3+4=7,3+4=7.`), chosen per item by a hash of (split, index) and not by its operands, so the warm
+start learns two lengths for the same prompt and RL can move the mix either way (the length Dr.
+GRPO's claim is about).
 
 *A hard share* (`task.hard_share`): that share of the training and in-dist items is drawn from a
 harder chain (`task.hard_n_terms` operands of up to `task.hard_max_digits` digits; by default 8
@@ -44,13 +48,14 @@ from .base import SCALERL_INTERRUPT, SPLIT_SEED, Item, compact_prompts, context_
 
 # the task.* keys this task reads (any other task key must keep its default: config rules)
 KEYS = ("n_terms", "min_digits", "max_digits", "cot", "prompt_style", "held_out", "held_out_in_warmup",
-        "hard_share", "hard_n_terms", "hard_max_digits")
+        "hard_share", "hard_n_terms", "hard_max_digits", "recheck_share")
 # read by the RL streams only (train, in_dist): the warm start never sees the hard share
 HARD_KEYS = ("hard_share", "hard_n_terms", "hard_max_digits")
 # the splits a hard share enters, and the offset of its item streams' seeds from their split's
 HARD_SPLITS = ("train", "in_dist")
 HARD_SEED_OFFSET = 500_000
 _WEYL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: raw index j is hard iff frac(j / phi) < share
+_M64 = 0xFFFFFFFFFFFFFFFF
 
 
 # held-out shifts that select items by their operands (excluded from every other split)
@@ -63,15 +68,30 @@ def _operands(expression: str) -> tuple[list[int], list[str]]:
     return [int(t) for t in toks[0::2]], toks[1::2]
 
 
-def render_reference(expression: str, cot: bool) -> str:
-    """'12 + 7 - 35' -> '12+7=19,19-35=-16.' (cot) or '-16.'."""
+def render_reference(expression: str, cot: bool, recheck: bool = False) -> str:
+    """'12 + 7 - 35' -> '12+7=19,19-35=-16.' (cot), '-16.', or with ``recheck`` (cot only) the
+    chain worked twice: '12+7=19,19-35=-16,12+7=19,19-35=-16.' (the answer is the last '=')."""
     nums, ops = _operands(expression)
     acc, steps = nums[0], []
     for op, n in zip(ops, nums[1:]):
         new = acc + n if op == "+" else acc - n
         steps.append(f"{acc}{op}{n}={new}")
         acc = new
-    return (",".join(steps) if cot else str(acc)) + "."
+    if not cot:
+        return f"{acc}."
+    return ",".join(steps * (2 if recheck else 1)) + "."
+
+
+def rechecks(share: float, split: str, j: int) -> bool:
+    """Whether raw index j of `split` gets the twice-worked reference (task.recheck_share): a
+    splitmix64 hash of (split, j) below ``share``, so the style is fixed per item, independent
+    of its operands and of the hard share's Weyl sequence, and holds the share in every window."""
+    if share <= 0:
+        return False
+    z = (SPLIT_SEED[split] * _WEYL + j + 1) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return (z ^ (z >> 31)) < int(share * 2 ** 64)
 
 
 def extract_answer(response: str) -> str | None:
@@ -136,10 +156,12 @@ class ChainSumTask:
             return True
         return not any(SHIFTS[s](nums) for s in (self.cfg.held_out, *self.extra) if s in SHIFTS)
 
-    def item(self, entry: dict) -> Item:
+    def item(self, entry: dict, split: str = "train", j: int = 0) -> Item:
+        """The item of `entry`, raw index j of `split` (which picks its reference's style)."""
         expr = entry["metadata"]["expression"]
         prompt = expr.replace(" ", "") + "=" if self.compact else entry["question"]
-        return Item(prompt=prompt, reference=render_reference(expr, self.cfg.cot),
+        recheck = rechecks(self.cfg.recheck_share, split, j)
+        return Item(prompt=prompt, reference=render_reference(expr, self.cfg.cot, recheck),
                     answer=entry["answer"], entry=entry)
 
     def _mixed(self, split: str) -> bool:
@@ -155,14 +177,15 @@ class ChainSumTask:
         if self._mixed(split):
             other = next(iter(self.other.values()))
             out = [other.take(split, j // 2, 1)[0][0] if j % 2 else
-                   self.item(self._dataset(split)[j // 2]) for j in range(cursor, cursor + n)]
+                   self.item(self._dataset(split)[j // 2], split, j // 2)
+                   for j in range(cursor, cursor + n)]
             return out, cursor + n
         out = []
         while len(out) < n:
             entry = self._entry(split, cursor)
             cursor += 1
             if self._accept(split, entry):
-                out.append(self.item(entry))
+                out.append(self.item(entry, split, cursor - 1))
         return out, cursor
 
     def eval_set(self, split: str, n: int) -> list[Item]:
@@ -239,6 +262,9 @@ def check(cfg) -> str | None:
     elif t.min_digits > t.hard_max_digits:
         return (f"task.hard_max_digits = {t.hard_max_digits}: must be >= task.min_digits "
                 f"({t.min_digits})")
+    if t.recheck_share > 0 and not t.cot:
+        return (f"task.recheck_share = {t.recheck_share}: needs task.cot = true (the recheck "
+                "works the running sums twice)")
     if t.held_out in SHIFTS and t.max_digits < 2:
         return (f"task.held_out = {t.held_out!r}: needs task.max_digits >= 2 (two-digit operands "
                 "must exist)")
