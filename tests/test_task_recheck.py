@@ -75,3 +75,17 @@ def test_bad_recheck_share_is_one_line(over, msg):
     with pytest.raises(ConfigError) as e:
         load_config(None, over)
     assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_response_styles_classifies_passes():
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "response_styles", Path(__file__).parents[1] / "scripts" / "response_styles.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.passes("3+4=", "3+4=7.") == "once"
+    assert mod.passes("3+4=", "3+4=7,3+4=7.") == "twice"
+    assert mod.passes("3+4-2=", "3+4=7,7-2=5,3+4=7,7-2=5.") == "twice"
+    assert mod.passes("3+4=", "7.") == "other"
+    assert mod.passes("3+4=", "3+4=7,3+4=7,3+4") == "cut off"
