@@ -139,7 +139,7 @@ class ChainSumTask:
         """Raw index j of `split` is an item of the hard share (task.hard_share)."""
         share = self.cfg.hard_share
         return (share > 0 and split in HARD_SPLITS
-                and ((j * _WEYL) & 0xFFFFFFFFFFFFFFFF) < int(share * 2 ** 64))
+                and ((j * _WEYL) & _M64) < int(share * 2 ** 64))
 
     def _entry(self, split: str, j: int) -> dict:
         return self._dataset(split, self.is_hard(split, j))[j]
@@ -156,7 +156,7 @@ class ChainSumTask:
             return True
         return not any(SHIFTS[s](nums) for s in (self.cfg.held_out, *self.extra) if s in SHIFTS)
 
-    def item(self, entry: dict, split: str = "train", j: int = 0) -> Item:
+    def item(self, entry: dict, split: str, j: int) -> Item:
         """The item of `entry`, raw index j of `split` (which picks its reference's style)."""
         expr = entry["metadata"]["expression"]
         prompt = expr.replace(" ", "") + "=" if self.compact else entry["question"]
