@@ -18,8 +18,14 @@ help:
 	@echo "make setup  create $(VENV) and install rlablate with its dependencies (CPU torch)"
 	@echo "make bench  rlablate's loop vs TRL GRPOTrainer on the same work (creates bench/.venv-trl); BENCH_ARGS=..."
 
+# Free disk checked before an install, so a full disk reads as one line, not as pip's OSError
+# half-way (measured: .venv ~2.1 GiB, .venv-vllm ~4.4 GiB, pip's unpacking ~0.3 GiB more).
+NEED_GIB = avail=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$avail" -ge $(1) ] || \
+	{ echo "$(2) needs ~$(1) GiB free on this disk; $$avail GiB are free (df -h .)" >&2; exit 1; }
+
 # torch is installed first, pinned, so pip takes the local CPU wheel instead of a multi-GB CUDA build.
 $(STAMP): pyproject.toml
+	@$(call NEED_GIB,3,make setup ($(VENV)))
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
@@ -49,6 +55,7 @@ SLURM_UP = if [ "$$(id -u)" = 0 ]; then bash scripts/slurm_up.sh || exit 1; expo
 # vLLM's CPU build installed into .venv-vllm in the background (I/O-bound); then vLLM's tests.
 SERIAL := slurm or faults
 test: setup
+	@if [ ! -e .venv-vllm ]; then $(call NEED_GIB,5,make test (.venv-vllm)); fi
 	@$(SLURM_UP); req=0; if [ "$$(id -u)" = 0 ]; then req=1; fi; \
 	  vlog=$$(mktemp); VLLM_STEP=install RLABLATE_REQUIRE_VLLM=$$req bash scripts/test_vllm.sh .venv-vllm \
 	    >$$vlog 2>&1 & vpid=$$!; \

@@ -283,6 +283,9 @@ def claim_inputs(runs: pd.DataFrame, train: pd.DataFrame, finals: pd.DataFrame,
                     "trend": _trend_rows(run_trend(both, "rollout/response_len_incorrect", "change")),
                     "level": _mean_n(both.loc[both["variant"] == grpo,
                                               "rollout/response_len_incorrect"])}
+        mixed = run_trend(both, "rollout/response_len_incorrect_mixed", "change")
+        if len(mixed):  # runs that log it (rows since session 30): an exploratory line
+            out["1"]["trend_mixed"] = _trend_rows(mixed)
     ch = _pick(variants, "grpo", "clip_high") if grpo else None
     pair = (ch, grpo) if ch else ((_find(variants, "dapo"), grpo) if grpo else (None, None))
     if all(pair):
@@ -345,6 +348,8 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
         trend, (grpo, dr) = trend_frame(c["trend"]), (c["first"], c["second"])
         margin = CLAIM1_MARGIN_FRAC * float(c["level"][0])
         verdict, evidence = claim1_verdict(trend, grpo, dr, margin)
+        if c.get("trend_mixed"):
+            evidence += " " + claim1_mixed_line(trend_frame(c["trend_mixed"]), grpo, dr)
         budget = (claim1_budget(trend.loc[trend["variant"] == grpo, "value"],
                                 paired_values(trend, grpo, dr), margin)
                   if verdict == "not resolved" else "")
@@ -442,6 +447,17 @@ def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str,
                 + ("GRPO's incorrect responses show no resolvable growth here, so there is "
                    "nothing for Dr. GRPO to stop." if not grows else ""))
     return verdict, evidence
+
+
+def claim1_mixed_line(trend: pd.DataFrame, grpo: str, dr: str) -> str:
+    """Claim 1's statistic over incorrect responses in groups with both outcomes only (the only
+    groups with non-zero advantages, so the only ones GRPO's 1/|o_i| weights): a shift in which
+    prompts fail (the unsolvable share's all-wrong groups) cannot move it. Exploratory: it
+    decides nothing, and covers only the runs that log it."""
+    g, d = (t_interval(trend[trend["variant"] == v]["value"]) for v in (grpo, dr))
+    return (f"Exploratory, not the verdict's statistic: the same change over incorrect responses "
+            f"in groups with both outcomes only: {grpo} {_fmt(*g)}, {dr} {_fmt(*d)}; paired "
+            f"{_fmt(*paired(trend, grpo, dr))}.")
 
 
 def claim2_verdict(trend: pd.DataFrame, clip: str, ref: str,

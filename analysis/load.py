@@ -42,7 +42,8 @@ CORE_COLUMNS = ["sweep", "run_id", "status", "eval_set", "step", "compute", "com
 FIT_STATUSES = ("finished", "running", "unknown")
 #: Training-row metrics kept in ``Results.train`` (analysis.claims reads them).
 TRAIN_KEYS = ("rollout/response_len_incorrect", "policy/entropy", "policy/clip_frac",
-              "rollout/truncated_frac")  # the last: length run-aways (analysis.runaway)
+              "rollout/truncated_frac",  # length run-aways (analysis.runaway)
+              "rollout/response_len_incorrect_mixed")  # claim 1's exploratory line
 
 
 @dataclass(frozen=True)

@@ -248,6 +248,9 @@ def merge_claim_inputs(inputs: list[dict]) -> dict:
         if "trend" in parts[0]:
             merged["trend"] = [row for p in parts for row in p["trend"]]
             merged["level"] = _pool_mean([p["level"] for p in parts])
+            mixed = [row for p in parts for row in p.get("trend_mixed", [])]
+            if mixed:  # exploratory: the runs that log it, from any of the reports
+                merged["trend_mixed"] = mixed
         if "clip_frac" in parts[0]:
             merged["clip_frac"] = _pool_mean([p["clip_frac"] for p in parts])
             merged["confounded"] = any(p["confounded"] for p in parts)

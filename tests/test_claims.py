@@ -36,7 +36,9 @@ PRESET_ALGO = {"dr_grpo": {"advantage": "group_mean"}, "cispo": {"clip_high": 4.
 
 
 def write_sweep(root, variants=VARIANTS, seeds=(0, 1, 2), scales=("tiny-0.3m", "tiny-1m"),
-                a_jitter=0.003):
+                a_jitter=0.003, mixed_slope=None):
+    """``mixed_slope``: label -> slope per step of the incorrect length in groups with both
+    outcomes (logged only when given, as runs before that column)."""
     for si, scale in enumerate(scales):
         for vi, (label, (preset, dev, a_in, b, slope, ent)) in enumerate(variants.items()):
             for seed in seeds:
@@ -49,9 +51,13 @@ def write_sweep(root, variants=VARIANTS, seeds=(0, 1, 2), scales=("tiny-0.3m", "
                 noise = rng.normal(0, 0.3, STEPS + 1)
                 ent_noise = rng.normal(0, 0.01, STEPS + 1)
 
-                def train(step, slope=slope, ent=ent, noise=noise, ent_noise=ent_noise):
-                    return {"rollout/response_len_incorrect": 9.0 + slope * step + noise[step],
-                            "policy/entropy": ent + ent_noise[step]}
+                def train(step, slope=slope, ent=ent, noise=noise, ent_noise=ent_noise,
+                          ms=(mixed_slope or {}).get(label)):
+                    row = {"rollout/response_len_incorrect": 9.0 + slope * step + noise[step],
+                           "policy/entropy": ent + ent_noise[step]}
+                    if ms is not None:
+                        row["rollout/response_len_incorrect_mixed"] = 8.0 + ms * step + noise[step]
+                    return row
                 write_run(root / f"{label}-{scale}-s{seed}",
                           RunSpec(config=cfg, curves=curves, steps=STEPS, eval_every=10,
                                   noise=0.004, seed=int(rng.integers(1 << 31)), train=train))
@@ -124,6 +130,7 @@ def test_report_reproduces_every_claim_on_a_sweep_built_to_show_them(tmp_path):
     # the evidence carries the numbers: GRPO's incorrect responses grew ~0.05 x 150 = 7.5 tokens
     grpo_growth = float(claims.loc[1, "evidence"].split("grpo ")[1].split(" ")[0])
     assert grpo_growth == pytest.approx(7.5, abs=1.0)
+    assert "Exploratory" not in claims.loc[1, "evidence"]  # no run logs the mixed-group length
     text = (done["out"] / "report.md").read_text()
     assert "The seed claims at this scale" in text and "only B" in text
     _claim_lines_read_as_sentences(done["out"] / "report.md")
@@ -144,6 +151,27 @@ def test_claims_that_do_not_hold_are_reported_as_such(tmp_path):
     assert verdicts[1].startswith("no effect within +-"), verdicts[1]
     assert verdicts[2] == "does not reproduce"
     assert verdicts[3] == "does not reproduce"
+
+
+def test_claim1_mixed_group_line_is_exploratory(tmp_path):
+    """Runs that log the incorrect length in groups with both outcomes get claim 1's exploratory
+    line beside the verdict: here GRPO's growth is all composition (its mixed-group length is
+    flat: change 0), while the verdict's statistic still grows ~7.5 tokens and decides."""
+    v = {k: VARIANTS[k] for k in ("grpo", "dr_grpo")}
+    write_sweep(tmp_path / "sweep", v, seeds=(0, 1, 2, 3), scales=("tiny-1m",),
+                mixed_slope={"grpo": 0.0, "dr_grpo": -0.02})
+    done = run_analysis(AnalysisOptions(str(tmp_path / "sweep"), n_boot=50, per_run=False))
+    claim = done["tables"]["claims"].set_index("claim").loc[1]
+    assert claim["verdict"] == "reproduces"
+    line = claim["evidence"].split("Exploratory, not the verdict's statistic")[1]
+    # change = mean of the last quarter of steps - the first: slope x 150 steps, + noise
+    grpo_mixed = float(line.split("grpo ")[1].split(" ")[0])
+    dr_mixed = float(line.split("dr_grpo ")[1].split(" ")[0])
+    assert grpo_mixed == pytest.approx(0.0, abs=0.2) and dr_mixed == pytest.approx(-3.0, abs=0.2)
+    assert "(n=4)" in line
+    inputs = json.loads((done["out"] / "claim_inputs.json").read_text())
+    assert len(inputs["1"]["trend_mixed"]) == 8
+    _claim_lines_read_as_sentences(done["out"] / "report.md")
 
 
 def test_missing_variants_say_not_tested(tmp_path):

@@ -252,6 +252,10 @@ def test_claims_are_not_combined_without_their_inputs(tmp_path):
     other["1"]["level"] = [16.0, 2]
     merged = meta.merge_claim_inputs([one, other])
     assert merged["1"]["level"] == [pytest.approx(12.0), 6] and len(merged["1"]["trend"]) == 2
+    assert "trend_mixed" not in merged["1"]
+    # the exploratory mixed-group trend: kept from whichever reports have it (runs that log it)
+    other["1"]["trend_mixed"] = [["grpo", "m", 1, 0.5]]
+    assert meta.merge_claim_inputs([one, other])["1"]["trend_mixed"] == [["grpo", "m", 1, 0.5]]
 
 
 def test_cli_says_why_the_committed_replications_claims_are_not_combined(tmp_path):

@@ -106,6 +106,8 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
     ro_all, scores_all, rewards_all = sampled.rollout, sampled.scores, sampled.rewards
     correct = scores_all > 0
     lens = ro_all.lengths.float()
+    by_group = correct.view(-1, group_size)  # groups with both outcomes: where 1/|o_i| acts
+    wrong_mixed = ~correct & (by_group.any(-1) & ~by_group.all(-1)).repeat_interleave(group_size)
     sums, mis = upd.sums, prep.mismatch
     row = {"kind": "train", "step": step,
             "rollout/reward_mean": rewards_all.mean().item(),
@@ -113,6 +115,8 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
             "rollout/response_len": lens.mean().item(),
             "rollout/response_len_correct": lens[correct].mean().item() if correct.any() else None,
             "rollout/response_len_incorrect": lens[~correct].mean().item() if (~correct).any() else None,
+            "rollout/response_len_incorrect_mixed":
+                lens[wrong_mixed].mean().item() if wrong_mixed.any() else None,
             "rollout/truncated_frac": ro_all.truncated.float().mean().item(),
             "rollout/zero_var_groups": (~algos.informative_groups(scores_all, group_size)).float().mean().item(),
             "rollout/gen_rounds": sampled.rounds, "rollout/kept_groups": kept,
