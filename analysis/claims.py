@@ -349,7 +349,7 @@ def decide_claims(inputs: dict, effects: pd.DataFrame) -> pd.DataFrame:
         margin = CLAIM1_MARGIN_FRAC * float(c["level"][0])
         verdict, evidence = claim1_verdict(trend, grpo, dr, margin)
         if c.get("trend_mixed"):
-            evidence += " " + claim1_mixed_line(trend_frame(c["trend_mixed"]), grpo, dr)
+            evidence = evidence.rstrip() + " " + claim1_mixed_line(trend_frame(c["trend_mixed"]), grpo, dr)
         budget = (claim1_budget(trend.loc[trend["variant"] == grpo, "value"],
                                 paired_values(trend, grpo, dr), margin)
                   if verdict == "not resolved" else "")

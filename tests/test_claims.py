@@ -168,7 +168,7 @@ def test_claim1_mixed_group_line_is_exploratory(tmp_path):
     grpo_mixed = float(line.split("grpo ")[1].split(" ")[0])
     dr_mixed = float(line.split("dr_grpo ")[1].split(" ")[0])
     assert grpo_mixed == pytest.approx(0.0, abs=0.2) and dr_mixed == pytest.approx(-3.0, abs=0.2)
-    assert "(n=4)" in line
+    assert "(n=4)" in line and "  " not in claim["evidence"]
     inputs = json.loads((done["out"] / "claim_inputs.json").read_text())
     assert len(inputs["1"]["trend_mixed"]) == 8
     _claim_lines_read_as_sentences(done["out"] / "report.md")
