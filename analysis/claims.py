@@ -427,12 +427,13 @@ def _inside(ci, margin) -> bool:
 
 def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str,
                    margin: float | None = None) -> tuple[str, str]:
-    """Claim 1 from per-run length changes (:func:`run_trend`): reproduces when GRPO's growth
-    interval is above 0 and the paired GRPO - Dr. GRPO interval is above 0; "no effect within
-    +-m" when the paired interval lies inside +-margin (tokens: an equivalence test); does not
-    reproduce when GRPO's interval is <= 0 or Dr. GRPO grows resolvably without being outgrown."""
-    g = t_interval(trend[trend["variant"] == grpo]["value"])
-    d = t_interval(trend[trend["variant"] == dr]["value"])
+    """Claim 1 from per-run length changes (:func:`run_trend`): reproduces when GRPO's growth and
+    the paired GRPO - Dr. GRPO intervals are above 0; "no effect within +-m" when the paired
+    interval lies inside +-margin (tokens: an equivalence test); does not reproduce when GRPO's
+    interval is <= 0 or Dr. GRPO grows resolvably without being outgrown. The evidence gives GRPO's
+    median run too: the rule is on the mean, which a few runs can carry (LOG, session 30)."""
+    gv = trend.loc[trend["variant"] == grpo, "value"].dropna().to_numpy(float)
+    g, d = t_interval(gv), t_interval(trend[trend["variant"] == dr]["value"])
     diff = paired(trend, grpo, dr)
     grows = np.isfinite(g[1]) and g[1] > 0
     stops = grows and np.isfinite(diff[1]) and diff[1] > 0
@@ -443,7 +444,8 @@ def claim1_verdict(trend: pd.DataFrame, grpo: str, dr: str,
                else "not resolved")
     evidence = (f"change in mean incorrect-response length (tokens, last quarter of steps - "
                 f"first quarter), per run: {grpo} {_fmt(*g)}, {dr} {_fmt(*d)}; "
-                f"paired {grpo} - {dr}: {_fmt(*diff)}. "
+                f"paired {grpo} - {dr}: {_fmt(*diff)}; {grpo}'s median run "
+                f"{np.median(gv) if gv.size else np.nan:+.3g} ({int((gv > 0).sum())} of {gv.size} grow). "
                 + ("GRPO's incorrect responses show no resolvable growth here, so there is "
                    "nothing for Dr. GRPO to stop." if not grows else ""))
     return verdict, evidence

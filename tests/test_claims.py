@@ -131,6 +131,8 @@ def test_report_reproduces_every_claim_on_a_sweep_built_to_show_them(tmp_path):
     grpo_growth = float(claims.loc[1, "evidence"].split("grpo ")[1].split(" ")[0])
     assert grpo_growth == pytest.approx(7.5, abs=1.0)
     assert "Exploratory" not in claims.loc[1, "evidence"]  # no run logs the mixed-group length
+    median = claims.loc[1, "evidence"].split("grpo's median run ")[1]
+    assert float(median.split(" ")[0]) == pytest.approx(7.5, abs=1.0) and "(6 of 6 grow)" in median
     text = (done["out"] / "report.md").read_text()
     assert "The seed claims at this scale" in text and "only B" in text
     _claim_lines_read_as_sentences(done["out"] / "report.md")
