@@ -106,8 +106,8 @@ def train_row(step: int, sampled, kept: int, lag: int, upd, prep, *, group_size:
     ro_all, scores_all, rewards_all = sampled.rollout, sampled.scores, sampled.rewards
     correct = scores_all > 0
     lens = ro_all.lengths.float()
-    by_group = correct.view(-1, group_size)  # groups with both outcomes: where 1/|o_i| acts
-    wrong_mixed = ~correct & (by_group.any(-1) & ~by_group.all(-1)).repeat_interleave(group_size)
+    # incorrect responses in groups with both outcomes (the groups where 1/|o_i| acts)
+    wrong_mixed = ~correct & algos.informative_groups(correct, group_size).repeat_interleave(group_size)
     sums, mis = upd.sums, prep.mismatch
     row = {"kind": "train", "step": step,
             "rollout/reward_mean": rewards_all.mean().item(),
