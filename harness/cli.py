@@ -245,12 +245,12 @@ def _run_combine(args) -> int:
 
 
 def _add_plan(sub) -> None:
-    from analysis.cli import add_plan_parser
+    from analysis.plan_cli import add_plan_parser
     add_plan_parser(sub)
 
 
 def _run_plan(args) -> int:
-    from analysis.cli import run_plan
+    from analysis.plan_cli import run_plan
     return run_plan(args)
 
 

@@ -506,7 +506,7 @@ def test_plan_claims_before_the_runs(tmp_path, capsys):
 
     import argparse
 
-    from analysis.cli import configure_plan_parser, run_plan
+    from analysis.plan_cli import configure_plan_parser, run_plan
     from analysis.resolve import claim4_share
 
     def plan_main(argv):
