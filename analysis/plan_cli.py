@@ -51,6 +51,13 @@ def configure_plan_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--claim-noise-from", metavar="claim_inputs.json",
                         help="also plan claims 1, 2 and 4 at the noise a pilot's claims "
                              "measured (its analysis' claim_inputs.json; analysis/plan_claims.py)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="workers the wall estimate schedules the runs on (local processes or "
+                             "concurrent SLURM array tasks; default: the spec's local.parallel). "
+                             "--write records the estimate at the spec's own workers")
+    parser.add_argument("--wall-target", type=float, metavar="MIN",
+                        help="also print the fewest workers that bring the sweep within MIN "
+                             "minutes at the pilot's run times (needs --pilot)")
     parser.add_argument("--write", action="store_true",
                         help="pre-register: write the predicted widths into the spec's `plan:` "
                              "block (the report prints them beside the achieved widths)")
@@ -93,6 +100,13 @@ def run_plan(args: argparse.Namespace) -> int:
         print("rlablate plan: error: --pilot-up-to-step needs --pilot DIR and a step >= 1 (got "
               f"{args.pilot_up_to_step})", file=sys.stderr)
         return 2
+    if args.workers is not None and args.workers < 1:
+        print(f"rlablate plan: error: --workers must be >= 1 (got {args.workers})", file=sys.stderr)
+        return 2
+    if args.wall_target is not None and (not args.pilot or not args.wall_target > 0):
+        print("rlablate plan: error: --wall-target needs --pilot DIR (timed runs) and minutes > 0 "
+              f"(got {args.wall_target})", file=sys.stderr)
+        return 2
     try:
         name, groups = read_schedule(args.spec)
     except (OSError, FitError, ValueError, TypeError, KeyError) as exc:
@@ -120,17 +134,22 @@ def run_plan(args: argparse.Namespace) -> int:
     print(format_markdown_table(table))
     if args.out:
         table.to_csv(args.out, index=False)
-    costs, workers, wall_s = {}, wall.spec_workers(args.spec), None
+    costs, spec_workers, wall_s = {}, wall.spec_workers(args.spec), None
+    workers = args.workers or spec_workers
     if args.pilot:
         costs = wall.run_costs(wall.pilot_run_dirs(args.pilot))
         wall_s, line = wall.estimate(groups, costs, args.reference, workers)
         print(line)
+        if wall_s is not None and args.wall_target is not None:
+            print(wall.workers_line(groups, costs, args.reference, args.wall_target))
+        if wall_s is not None and workers != spec_workers:  # the record is the spec's own design
+            wall_s = wall.estimate(groups, costs, args.reference, spec_workers)[0]
     budget = None
     ref = next((g for g in groups if g.variant == args.reference), None)
     if args.budget and ref is not None:
         budget = plan.budget_table(ref, pilot, args.target_width, max(args.sweeps // 2, 10),
                                    args.seed)
-        if costs:  # what each budget costs the whole sweep, in minutes on this spec's workers
+        if costs:  # what each budget costs the whole sweep, in minutes on the plan's workers
             budget["sweep_wall_min"] = wall.budget_walls(budget, groups, costs, args.reference,
                                                          workers)
         print(f"budget search for a single-choice comparison at {ref.scale} (target dA width "

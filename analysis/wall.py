@@ -143,10 +143,9 @@ def list_schedule(seconds: list[float], workers: int) -> float:
     return max(free)
 
 
-def sweep_wall(groups, costs: dict[str, RunCost], reference: str, workers: int
-               ) -> tuple[float, float, list[str]]:
-    """(predicted wall s, summed run s, arms timed as the reference) of every run the planner's
-    ``groups`` hold (each group's seeds), scheduled group by group as the spec lists them."""
+def run_seconds(groups, costs: dict[str, RunCost], reference: str) -> tuple[list[float], list[str]]:
+    """(predicted seconds of every run the planner's ``groups`` hold, in the spec's order; arms
+    timed as the reference because the pilot did not run them)."""
     ref = costs.get(reference)
     assumed, secs = [], []
     for g in groups:
@@ -156,7 +155,40 @@ def sweep_wall(groups, costs: dict[str, RunCost], reference: str, workers: int
         if g.variant not in costs:
             assumed.append(g.variant)
         secs += [c.seconds(g.steps, g.every, g.n_items, g.k)] * g.seeds
+    return secs, assumed
+
+
+def sweep_wall(groups, costs: dict[str, RunCost], reference: str, workers: int
+               ) -> tuple[float, float, list[str]]:
+    """(predicted wall s, summed run s, arms timed as the reference) of every run the planner's
+    ``groups`` hold (each group's seeds), scheduled group by group as the spec lists them."""
+    secs, assumed = run_seconds(groups, costs, reference)
     return list_schedule(secs, workers), float(sum(secs)), assumed
+
+
+def workers_for(seconds: list[float], target_s: float) -> int | None:
+    """The fewest workers whose list schedule of ``seconds`` (in order) ends within ``target_s``;
+    None when even one worker per run misses it (the longest run alone is longer). Scanned from
+    one worker up, not bisected: a list schedule need not shorten monotonically with workers."""
+    for m in range(1, len(seconds) + 1):
+        if list_schedule(seconds, m) <= target_s:
+            return m
+    return None
+
+
+def workers_line(groups, costs: dict[str, RunCost], reference: str, target_min: float) -> str:
+    """One line for the plan's printout: how many workers would bring the sweep within
+    ``target_min`` minutes, at the pilot's measured run times."""
+    secs, _ = run_seconds(groups, costs, reference)
+    m, longest = workers_for(secs, target_min * 60), max(secs) / 60
+    head = f"wall target {target_min:g} min for {len(secs)} runs ({sum(secs) / 3600:.1f} run-hours): "
+    tail = ("; each worker a core as fast as the pilot's, one run at a time, no slowdown from "
+            "sharing the machine (set-up, warm start and analysis not counted)")
+    if m is None:
+        return head + (f"no number of workers reaches it: the longest run alone takes "
+                       f"{longest:.1f} min") + tail
+    return head + (f"{m} workers (estimated {list_schedule(secs, m) / 60:.1f} min; the longest "
+                   f"run {longest:.1f} min)") + tail
 
 
 def spec_workers(spec_path: str) -> int:

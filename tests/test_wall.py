@@ -93,11 +93,11 @@ def test_sweep_wall_charges_unpiloted_arms_as_the_reference():
     assert wall.estimate(groups, {}, "grpo", 2)[0] is None
 
 
-def test_plan_cli_prints_the_wall_by_hand(tmp_path):
+def _timed_pilot_and_spec(tmp_path: Path) -> Path:
     """A synthetic pilot of GRPO (3 seeds) whose runs log 1.5 s a train step and 2.0 s of
-    cumulative wall a step: 200 steps = 300 s training + 100 s evals (21 evals), no launch record.
-    The spec runs GRPO and Dr. GRPO (timed as GRPO) x 3 seeds at the same design on one worker:
-    6 x 400 s = 40.0 min."""
+    cumulative wall a step: 200 steps = 300 s training + 100 s evals (21 evals), no launch record;
+    and a spec running GRPO and Dr. GRPO (timed as GRPO) x 3 seeds at the same design on one
+    worker: six runs of 400 s."""
     import numpy as np
     from analysis.synth import CurveSpec, RunSpec, make_config, write_run
     rng = np.random.default_rng(7)
@@ -111,6 +111,12 @@ def test_plan_cli_prints_the_wall_by_hand(tmp_path):
     spec.write_text("name: s\nset: {train.steps: 200, eval.every: 10, eval.in_dist.n_items: 256, "
                     "eval.in_dist.k: 4}\ngrid: {algo.preset: [grpo, dr_grpo]}\nseeds: [0, 1, 2]\n"
                     "local: {parallel: 1}\n")
+    return spec
+
+
+def test_plan_cli_prints_the_wall_by_hand(tmp_path):
+    """Six runs of 400 s on the spec's one worker: 40.0 min."""
+    spec = _timed_pilot_and_spec(tmp_path)
     done = subprocess.run([sys.executable, "-m", "harness.cli", "plan", str(spec), "--pilot",
                            str(tmp_path / "pilot"), "--sweeps", "10", "--no-budget"],
                           capture_output=True, text=True, cwd=ROOT)
@@ -118,6 +124,47 @@ def test_plan_cli_prints_the_wall_by_hand(tmp_path):
     line = next(x for x in done.stdout.splitlines() if x.startswith("estimated wall:"))
     assert line.startswith("estimated wall: 40.0 min for 6 runs on 1 local worker(s)"), line
     assert "timed as grpo (the pilot did not run them): dr_grpo" in line
+
+
+def test_workers_for_a_wall_target_by_hand():
+    # runs 10, 10, 10, 10, 5 in order; target 20: 2 workers end at 25 (10+10+5), 3 at 20
+    assert wall.workers_for([10, 10, 10, 10, 5], 20) == 3
+    # target 10: 4 workers still put the 5 after a 10 (15); 5 workers, one run each, end at 10
+    assert wall.workers_for([10, 10, 10, 10, 5], 10) == 5
+    assert wall.workers_for([10, 10, 10, 10, 5], 9.9) is None  # the longest run alone is 10
+    assert wall.workers_for([10, 10, 10, 10, 5], 45) == 1
+
+
+def test_plan_cli_workers_and_wall_target_by_hand(tmp_path, capsys):
+    """The same six runs of 400 s: on 3 workers 800 s (13.3 min); a 15-minute target needs 3 (2
+    end at 1,200 s); a 5-minute target no number (one run is 6.7 min). --write still records the
+    spec's own design (1 worker: 40.0 min)."""
+    import argparse
+
+    import yaml
+
+    from analysis.plan_cli import configure_plan_parser, run_plan
+
+    def plan_main(argv):
+        return run_plan(configure_plan_parser(argparse.ArgumentParser()).parse_args(argv))
+    spec = _timed_pilot_and_spec(tmp_path)
+    base = [str(spec), "--pilot", str(tmp_path / "pilot"), "--sweeps", "10", "--no-budget"]
+    assert plan_main(base + ["--workers", "3", "--wall-target", "15", "--write"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(x.startswith("estimated wall: 13.3 min for 6 runs on 3 local worker(s)") for x in out)
+    line = next(x for x in out if x.startswith("wall target"))
+    assert line.startswith("wall target 15 min for 6 runs (0.7 run-hours): 3 workers (estimated "
+                           "13.3 min; the longest run 6.7 min)"), line
+    assert yaml.safe_load(spec.read_text())["plan"]["est_wall_min"] == 40.0
+    assert plan_main(base + ["--wall-target", "5"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("wall target"))
+    assert "no number of workers reaches it: the longest run alone takes 6.7 min" in line
+    for bad, key in ((["--workers", "0"], "--workers"), (["--wall-target", "0"], "--wall-target")):
+        assert plan_main(base + bad) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and key in err
+    assert plan_main([str(spec), "--wall-target", "30"]) == 2  # no pilot: nothing timed
+    assert "--wall-target needs --pilot" in capsys.readouterr().err
 
 
 def test_achieved_wall_and_the_reports_line(tmp_path):
