@@ -32,6 +32,9 @@ and Azar et al. 2023 (arXiv 2310.12036, Sec. 4.2) predict for deterministic pref
 their fix (a penalty lambda * max(0, log-ratio drop of the chosen response) inside DPO's sigmoid),
 learns from every warm start tried: the diagnosis holds. No other lever the pilots tried lifts
 dpo/simpo/kto (LOG.md: lr 3e-5 / 5e-5 / 3e-4, 4x the self-play prompts, SimPO's beta 2-2.5).
+Pairs further apart do not either: on three operands (chosen and rejected 2.5-2.8 tokens apart
+against 1.26 here) dpo, simpo and kto fall by 3.7-8.4 SE from two warm starts while sft and dpop
+gain (sweeps/pilot-offline-3terms.yaml, session 31).
 
 What every arm must do (asserted): finish; lower its training loss (last 10 steps against the
 first 10); a preference arm must separate its training pairs (the chosen-over-rejected gap rises by
