@@ -4,7 +4,7 @@
 group's train.steps, eval.every, seeds and eval-set size) and the noise the project measures, under
 null truths (nothing differs) and alternative truths (an effect of a stated size), runs every
 simulated sweep through the *same* verdict functions the report uses
-(:func:`analysis.claims.effect_verdict`, ``claim1_verdict`` ... ``claim4_verdict``, the fits of
+(:func:`analysis.effects.effect_verdict`, ``claim1_verdict`` ... ``claim4_verdict``, the fits of
 :mod:`analysis.bootstrap`), and reports for every verdict its false-positive rate (a verdict given
 when its truth does not hold) and its power (given when it does), each with a 95% Clopper-Pearson
 interval. A false-positive rate is the largest over the truths where the verdict is false.
@@ -41,7 +41,8 @@ from scipy import stats
 
 from analysis.bootstrap import CurveData, bootstrap_fit, fit_curve_data
 from analysis.calibrate_claims import claim4_cells, claim12_cells
-from analysis.claims import B_MARGIN, RESOLVED, UNIDENTIFIED, claim3_verdict, effect_intervals, effect_verdict
+from analysis.claims import claim3_verdict
+from analysis.effects import B_MARGIN, RESOLVED, UNIDENTIFIED, effect_intervals, effect_verdict
 from analysis.compare import DEFAULT_MARGIN
 from analysis.fit import FitError
 from analysis.meta import pool_effect
@@ -148,7 +149,7 @@ def two_look_cells(ref: Group, var: Group, noise: NoiseModel, look_at: int | Non
                    ) -> tuple[dict[str, list[str]], dict[str, float]]:
     """:func:`effect_cells` for the sequential rule (``rlablate sweep --halving-rule resolved``,
     analysis/halving.py): each simulated pair is first compared on its evals up to ``look_at``; a
-    verdict in :data:`analysis.claims.RESOLVED` is the one reported, otherwise the pair goes on
+    verdict in :data:`analysis.effects.RESOLVED` is the one reported, otherwise the pair goes on
     and its verdict is read at the end. Two chances to give a verdict are two chances to give a
     wrong one: the rows of :func:`effect_rows` on these cells are the rule's error rates.
     ``look_seeds``: the look sees only the first that many seeds of each arm (``look_at`` None:

@@ -123,7 +123,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     except OptionError as exc:
         print(f"rlablate analyze: error: {exc}", file=sys.stderr)
         return 2
-    from analysis.claims import REFERENCE
+    from analysis.effects import REFERENCE
     from analysis.fit import FitError
     from analysis.report import AnalysisOptions, run_analysis
 

@@ -153,7 +153,7 @@ def seed_pairing(fits, runs: pd.DataFrame, eval_set: str, reference: str,
     across seeds of the per-run fitted A of the variant and of the reference (runs of one scale
     matched by ``seed_col``; ``seed_pairs`` of them; NaN below 3 pairs or without spread).
 
-    The paired bootstrap (:func:`analysis.claims.effect_intervals`) resamples the same seeds and
+    The paired bootstrap (:func:`analysis.effects.effect_intervals`) resamples the same seeds and
     eval items for both groups. The items' share (a hard item is hard for both, one R0) cancels by
     construction; whether a seed's prompt stream carries over to the other variant's ceiling is an
     empirical question, answered here: var(dA) = var(A_v) + var(A_ref) - 2 rho sd sd, so rho near 0
@@ -183,7 +183,7 @@ def seed_pairing(fits, runs: pd.DataFrame, eval_set: str, reference: str,
 
 
 def attach_seed_pairing(effects: pd.DataFrame, pairing: pd.DataFrame) -> pd.DataFrame:
-    """``effects`` (:func:`analysis.claims.choice_effects`) with ``seed_pairs`` and ``seed_rho_A``."""
+    """``effects`` (:func:`analysis.effects.choice_effects`) with ``seed_pairs`` and ``seed_rho_A``."""
     if effects.empty:
         return effects
     return effects.merge(pairing, on=["scale", "variant"], how="left")

@@ -180,7 +180,7 @@ def fit_all(results: Results, axes: Axes, *, window: FitWindow, n_boot: int = 10
             except FitError as exc:
                 errors.append(str(exc))
         # runs in seed order: replicate r of every group's seed bootstrap then draws the same
-        # seeds (the bootstrap is paired across variants, analysis.claims.effect_intervals)
+        # seeds (the bootstrap is paired across variants, analysis.effects.effect_intervals)
         order = sorted(range(len(run_curves)), key=lambda i: (seeds[i], run_curves[i].run_id))
         run_curves = [run_curves[i] for i in order]
         label = f"{variant} @ {scale} [{eval_set}]" if scale != ALL else f"{variant} [{eval_set}]"

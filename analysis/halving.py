@@ -18,7 +18,7 @@ curves stop nothing. A stopped run is only paused (checkpointed): ``rlablate swe
 
 A second rule, ``resolved`` (``--halving-rule resolved``): a sequential design with interim looks.
 At each rung every variant is compared with the reference arm as the report does
-(:func:`analysis.claims.choice_effects`: paired bootstrap, the margin on A); a variant whose verdict
+(:func:`analysis.effects.choice_effects`: paired bootstrap, the margin on A); a variant whose verdict
 is already resolved (*moved A*, *only B*, *no effect*, *no effect on A*) stops, and its verdict is
 the one read at the rung; an open one (*not resolved*, a fit not identified, *moved B, A not
 resolved*) goes on, and the reference goes on while any comparison against it is open. This spends
@@ -38,7 +38,7 @@ from scipy import stats
 from analysis.fit import FitError, FitWindow
 from analysis.groups import detect_axes, fit_all
 from analysis.load import Results, load_results
-from analysis.claims import RESOLVED
+from analysis.effects import RESOLVED
 
 COLUMNS = ["scale", "arm", "n_runs", "A", "A_lo", "A_hi", "identified", "decision", "verdict",
            "dA_lo", "dA_hi", "planned_width", "reason", "run_ids"]
@@ -125,7 +125,7 @@ def decide_resolved(fits, runs: pd.DataFrame, eval_set: str = "in_dist",
     carries its verdict against the reference in ``verdict`` (*not resolved* while no fit can be
     compared) and the dA interval in ``reason``; the reference's row and arms at a scale without
     the reference have no verdict ("") and go on."""
-    from analysis.claims import choice_effects
+    from analysis.effects import choice_effects
     effects = choice_effects(fits, runs, eval_set, reference, margin)
     verdicts = {(r["variant"], r["scale"]): r for r in effects.to_dict("records")}
     groups = [g for g in fits if g.level == "group" and g.eval_set == eval_set]

@@ -20,7 +20,7 @@ A comparison whose Q rejects homogeneity at 5% is reported but given no verdict:
 disagree by more than their intervals allow, and a pooled number would hide it.
 
 The combined interval goes through the report's own verdict rule
-(:func:`analysis.claims.effect_verdict`: moved A / only B / no effect on A within the margin /
+(:func:`analysis.effects.effect_verdict`: moved A / only B / no effect on A within the margin /
 not resolved); a comparison is identified only if it was in every study. Under the normal model
 the equivalence verdict's false-positive rate is the nominal 2.5% per side; `rlablate calibrate`
 has not simulated the combination.
@@ -45,7 +45,8 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from analysis.claims import B_MARGIN, UNIDENTIFIED, decide_claims, effect_verdict
+from analysis.claims import decide_claims
+from analysis.effects import B_MARGIN, UNIDENTIFIED, effect_verdict
 from analysis.compare import Z95 as Z975
 
 #: spec keys that may differ between replications of one design

@@ -14,7 +14,7 @@ matched so that simulated per-run fits at the pilot's own schedule scatter as th
 1.5-2.3x too wide in session 16's study) and the spec's schedule is simulated with
 :class:`analysis.simulate.Simulator` under the null (the variant equals the reference), each
 simulated sweep analysed by the report's own fits, bootstrap and interval functions
-(:func:`analysis.claims.effect_intervals`). The predicted width is the median over simulated
+(:func:`analysis.effects.effect_intervals`). The predicted width is the median over simulated
 sweeps of ``dA_hi - dA_lo``; the smallest resolvable dA (80% power at 5%, two-sided) is
 ``(z_0.975 + z_0.8) / (2 z_0.975) x width`` (normal approximation of the interval), and never
 less than the margin (a "moved A" verdict needs |dA| >= margin); the tightest equivalence margin
@@ -37,7 +37,7 @@ import pandas as pd
 
 from analysis.calibrate import _fit
 from analysis.simulate import NoiseModel, Simulator
-from analysis.claims import effect_intervals
+from analysis.effects import effect_intervals
 from analysis.compare import DEFAULT_MARGIN
 from analysis.scatter import match_run_scatter, pilot_design
 from analysis.schedule import REFERENCE, Group

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots
-from analysis.claims import REFERENCE, choice_effects, claim_inputs, decide_claims
+from analysis.claims import claim_inputs, decide_claims
+from analysis.effects import REFERENCE, choice_effects
 from analysis.resolve import CLAIM_RULE, RULE as RESOLVE_RULE, attach_effect_budget
 from analysis.compare import (DEFAULT_MARGIN, attach_seed_pairing, check_extrapolation,
                               resolvable_difference, seed_pairing, seed_pairing_summary)

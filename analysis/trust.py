@@ -14,7 +14,7 @@ _VERDICT_ROW = {"moved A": "moved A", "moved A and B": "moved A", "only B": "onl
 
 
 def attach_false_positive(effects: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``effects`` (analysis.claims.choice_effects) with the simulated false-positive rate of
+    """``effects`` (analysis.effects.choice_effects) with the simulated false-positive rate of
     each comparison's own verdict at its own schedule: ``fp_rate`` and its 95% upper bound
     ``fp_hi`` from the calibration ``table`` (:func:`analysis.calibrate.calibrate`); NaN where the verdict asserts
     nothing (*not resolved*, *moved B, A not resolved*) or the comparison was not calibrated."""

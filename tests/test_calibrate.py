@@ -305,7 +305,7 @@ def test_a_look_at_fewer_seeds_draws_the_same_runs():
     look at every seed is the single look, verdict for verdict; a look at 2 of 4 seeds changes
     only the pairs it stopped, each to a resolved verdict, and the share it reports counts them."""
     from analysis.calibrate import two_look_cells
-    from analysis.claims import RESOLVED
+    from analysis.effects import RESOLVED
     noise = NoiseModel(mid_frac=0.2, seed_sd_A=0.005, seed_sd_logB=0.05)
     g = Group("grpo", "", 200, 10, 4, 2048, 1)
     single = effect_cells(g, g, noise, 8, seed=2, margin=0.05, n_boot=60)

@@ -16,7 +16,7 @@ import yaml
 
 from analysis import plan, plan_report
 from analysis.bootstrap import CurveData, RunCurve, bootstrap_fit, fit_curve_data
-from analysis.claims import effect_intervals, effect_verdict
+from analysis.effects import effect_intervals, effect_verdict
 from analysis.fit import FitWindow
 from analysis.groups import detect_axes, fit_all
 from analysis.load import load_results
