@@ -103,9 +103,13 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"rlablate plan: error: --workers must be >= 1 (got {args.workers})", file=sys.stderr)
         return 2
-    if args.wall_target is not None and (not args.pilot or not args.wall_target > 0):
-        print("rlablate plan: error: --wall-target needs --pilot DIR (timed runs) and minutes > 0 "
-              f"(got {args.wall_target})", file=sys.stderr)
+    if args.wall_target is not None and not args.wall_target > 0:
+        print(f"rlablate plan: error: --wall-target must be > 0 minutes (got {args.wall_target})",
+              file=sys.stderr)
+        return 2
+    if args.wall_target is not None and not args.pilot:
+        print("rlablate plan: error: --wall-target needs --pilot DIR (the timed runs it schedules)",
+              file=sys.stderr)
         return 2
     try:
         name, groups = read_schedule(args.spec)
