@@ -1,10 +1,10 @@
 """The seed claims, decided from the runs with their uncertainty.
 
 The report's seed-claims section, computed from what the runs logged (its design-choice section
-is analysis/effects.py). :func:`seed_claims` gives the four claims the project was started to check, each with its numbers
-  and one of: reproduces / does not reproduce / not resolved at this scale / not tested (the runs
-  needed are missing). A claim is never tuned until it reproduces; the verdict is what the data
-  says.
+is analysis/effects.py). :func:`seed_claims` gives the four claims the project was started to
+check, each with its numbers and one of: reproduces / does not reproduce / not resolved at this
+scale / not tested (the runs needed are missing). A claim is never tuned until it reproduces; the
+verdict is what the data says.
 
   1. Dr. GRPO stops the growth of incorrect-response length seen with GRPO (Liu et al. 2025,
      arXiv 2503.20783: GRPO's 1/|o_i| normalisation lets wrong answers grow long).
